@@ -1,0 +1,25 @@
+# agentsandbox: `make demo` runs the whole system, `make test` runs every test.
+SHELL := /bin/bash
+export PATH := /usr/local/go/bin:$(PATH)
+GO ?= go
+BIN := bin
+
+.PHONY: all build deps test demo bench clean
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+build:
+	$(GO) build -o $(BIN)/ ./cmd/...
+
+test: deps
+	$(GO) vet ./...
+	$(GO) test -race -count=1 -timeout 30m ./...
+
+demo: deps build
+	scripts/demo.sh
+
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,12 @@
+// Command codes-sandbox is a stub until its issue lands.
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+func main() {
+	fmt.Fprintln(os.Stderr, "usage: codes-sandbox COMMAND (not built yet)")
+	os.Exit(2)
+}

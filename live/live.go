@@ -1,0 +1,125 @@
+// Package live is the domain of OpenVibe.Live's side of the sandbox worker
+// check-in: persons, agent streams, service principals, credentials, the
+// stored check-in reports and refusals, and the health derived from them.
+//
+// It defines the Store interface that live/sqlite and live/postgres implement
+// and that live/httpapi uses. It imports no adapter.
+package live
+
+import (
+	"context"
+	"time"
+
+	"openvibe.network/agentsandbox/contract"
+)
+
+// CapabilityRegister is the capability a service principal needs to check in
+// a sandbox worker.
+const CapabilityRegister = "live.agent_sandbox.register"
+
+// Person is a human account; persons own streams and hold person tokens,
+// desk tickets and sessions.
+type Person struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// Stream is an agent stream, owned by one person.
+type Stream struct {
+	ID        string    `json:"id"`
+	OwnerID   string    `json:"owner_id"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// Service is a service principal: a program (such as a sandbox worker) that
+// acts for persons with the capabilities it holds.
+type Service struct {
+	ID           string    `json:"id"`
+	Name         string    `json:"name"`
+	FirstParty   bool      `json:"first_party"`
+	Capabilities []string  `json:"capabilities"`
+	CreatedAt    time.Time `json:"created_at"`
+}
+
+// Has reports whether the service holds capability c.
+func (s Service) Has(c string) bool {
+	for _, x := range s.Capabilities {
+		if x == c {
+			return true
+		}
+	}
+	return false
+}
+
+// Registration is an accepted check-in: the report stored byte for byte as
+// sent, with the server's receive time and both parties of the delegation.
+type Registration struct {
+	StreamID string `json:"stream_id"`
+	// Report is the request body exactly as the worker sent it.
+	Report []byte `json:"-"`
+	// ReceivedAt is the server's (on PostgreSQL the database's) receive time.
+	ReceivedAt time.Time `json:"received_at"`
+	// ServiceID is the service principal that sent the check-in.
+	ServiceID string `json:"service_id"`
+	// SubjectID is the person named in X-OV-Subject, the stream's owner.
+	SubjectID string `json:"subject_id"`
+}
+
+// Refusal records a check-in that the contract refused: the stream is then
+// "not registered at all" and the owner sees why.
+type Refusal struct {
+	StreamID  string           `json:"stream_id"`
+	At        time.Time        `json:"at"`
+	ServiceID string           `json:"service_id"`
+	SubjectID string           `json:"subject_id"`
+	Errors    []contract.Error `json:"errors"`
+}
+
+// WorkerRecord is what the store knows about a stream's worker: the current
+// registration (nil when none, or cleared by a refusal) and the last refusal
+// (nil when none).
+type WorkerRecord struct {
+	Registration *Registration
+	Refusal      *Refusal
+}
+
+// Store keeps Live's state. Implementations: live/sqlite, live/postgres; both
+// pass live/storetest. Methods return *Error with code ENOTFOUND for a
+// missing entity, ECONFLICT for a duplicate id, EINVALID for bad input.
+type Store interface {
+	CreatePerson(ctx context.Context, p Person) (Person, error)
+	Person(ctx context.Context, id string) (Person, error)
+	ListPersons(ctx context.Context) ([]Person, error)
+
+	CreateStream(ctx context.Context, s Stream) (Stream, error)
+	Stream(ctx context.Context, id string) (Stream, error)
+	ListStreams(ctx context.Context) ([]Stream, error)
+
+	CreateService(ctx context.Context, s Service) (Service, error)
+	Service(ctx context.Context, id string) (Service, error)
+	ListServices(ctx context.Context) ([]Service, error)
+
+	// CreateCredential stores c (its Hash, never the secret).
+	CreateCredential(ctx context.Context, c Credential) (Credential, error)
+	// CredentialByHash finds a credential by the SHA-256 of its secret,
+	// revoked and expired ones included (the caller decides).
+	CredentialByHash(ctx context.Context, hash [32]byte) (Credential, error)
+	// RevokeCredential marks credential id revoked at the store's time.
+	RevokeCredential(ctx context.Context, id string) error
+	// ListCredentials lists credentials of kind ("" for all), without hashes.
+	ListCredentials(ctx context.Context, kind CredentialKind) ([]Credential, error)
+
+	// Accept stores an accepted check-in, durably, replacing the stream's
+	// registration. ReceivedAt is set by the store (the database's clock on
+	// PostgreSQL) and returned.
+	Accept(ctx context.Context, r Registration) (Registration, error)
+	// Refuse clears the stream's registration and records the refusal, in one
+	// transaction. At is set by the store and returned.
+	Refuse(ctx context.Context, r Refusal) (Refusal, error)
+	// Worker returns the stream's registration and last refusal.
+	Worker(ctx context.Context, streamID string) (WorkerRecord, error)
+
+	// Close releases the store.
+	Close() error
+}

@@ -1,0 +1,102 @@
+// Package sandbox runs untrusted code in bubblewrap sandboxes: every
+// namespace unshared, all capabilities dropped, a seccomp filter, a cgroup
+// with memory/pids/cpu limits, an unprivileged host uid per slot, a
+// size-capped tmpfs workspace, a time box, and a verified wipe.
+//
+// Options map to the bubblewrap argv by a pure function (Argv); the Runtime
+// owns N slots and creates, executes in, copies files to and from, and wipes
+// sandboxes. Inside each sandbox runs a small init (this program's own
+// binary, re-executed; see RunInit) that executes the commands it is sent.
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Limits of a sandbox; zero fields take the defaults.
+type Limits struct {
+	MemoryMB   int `json:"memory_mb"`   // default 2048, tmpfs included
+	DiskMB     int `json:"disk_mb"`     // workspace tmpfs size, default 512
+	Pids       int `json:"pids"`        // default 256
+	CPUPercent int `json:"cpu_percent"` // percent of one core, default 100
+}
+
+// Defaults of Options.
+const (
+	DefaultTimeBox    = 5 * time.Minute
+	MaxTimeBox        = 30 * time.Minute
+	DefaultMemoryMB   = 2048
+	DefaultDiskMB     = 512
+	DefaultPids       = 256
+	DefaultCPUPercent = 100
+)
+
+// Options describe one sandbox. Zero fields take the defaults above.
+type Options struct {
+	// TimeBox is how long the sandbox lives (default 5 min, at most 30).
+	TimeBox time.Duration
+	Limits  Limits
+	// Env is added to the allow-listed environment of every command.
+	Env map[string]string
+	// Egress gives the sandbox a way out through the worker's proxy (a unix
+	// socket of its own, bridged by the init). Without it the sandbox has no
+	// way out at all.
+	Egress bool
+}
+
+// ExecRequest is one command to run in an existing sandbox.
+type ExecRequest struct {
+	Argv  []string          `json:"argv"`
+	Env   map[string]string `json:"env,omitempty"`
+	Cwd   string            `json:"cwd,omitempty"` // relative to /workspace, default /workspace
+	Stdin []byte            `json:"stdin,omitempty"`
+	// Timeout ends the command (not the sandbox); 0 means the time box.
+	Timeout time.Duration `json:"-"`
+}
+
+// ExecResult is how a command ended.
+type ExecResult struct {
+	ExitCode int `json:"exit_code"`
+	// Reason is set when a limit ended the command: "timeout", "time_box",
+	// "memory", "pids", "deleted"; empty for a normal exit.
+	Reason string `json:"reason,omitempty"`
+}
+
+// Info describes a running sandbox.
+type Info struct {
+	ID        string    `json:"id"`
+	Slot      int       `json:"slot"`
+	CreatedAt time.Time `json:"created_at"`
+	ExpiresAt time.Time `json:"expires_at"`
+	Limits    Limits    `json:"limits"`
+}
+
+// WipeReport says what the wipe removed and whether it verified that nothing
+// of the sandbox is left.
+type WipeReport struct {
+	Verified bool `json:"verified"`
+	// Leftovers lists what is still there (processes, mounts, cgroups,
+	// files); empty when Verified.
+	Leftovers []string      `json:"leftovers,omitempty"`
+	Duration  time.Duration `json:"-"`
+}
+
+// Errors of the Runtime.
+var (
+	// ErrCapacity is returned by Create when every slot is in use.
+	ErrCapacity = errors.New("sandbox: all slots are in use")
+	// ErrNotFound is returned for an unknown or already wiped sandbox.
+	ErrNotFound = errors.New("sandbox: no such sandbox")
+	// ErrPath is returned for a file path that leaves the workspace.
+	ErrPath = errors.New("sandbox: path leaves the workspace")
+)
+
+// EgressAttacher gives each sandbox its own socket into the worker's egress
+// proxy. Attach starts serving the proxy on a unix socket at socketPath
+// (owned by uid so the sandbox user can connect) for sandbox id; the returned
+// detach stops it. The egress package implements it.
+type EgressAttacher interface {
+	Attach(ctx context.Context, id, socketPath string, uid int) (detach func(), err error)
+}
