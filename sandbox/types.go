@@ -100,3 +100,11 @@ var (
 type EgressAttacher interface {
 	Attach(ctx context.Context, id, socketPath string, uid int) (detach func(), err error)
 }
+
+// EgressBridge runs inside the sandbox, in the init, before the first
+// command: it bridges an in-sandbox loopback proxy address to the worker's
+// proxy socket at socketPath (and, when transparent, serves the in-sandbox
+// resolver and the 80/443 listeners). It returns only once every listener
+// accepts connections, with the environment variables (HTTP_PROXY and the
+// like) to add to every command. The egress package implements it.
+type EgressBridge func(ctx context.Context, socketPath string, transparent bool) (env map[string]string, err error)
