@@ -71,6 +71,11 @@ type Info struct {
 	CreatedAt time.Time `json:"created_at"`
 	ExpiresAt time.Time `json:"expires_at"`
 	Limits    Limits    `json:"limits"`
+	// HostUID is the unprivileged host uid (and gid) the sandbox's processes
+	// run as; never 0.
+	HostUID int `json:"host_uid"`
+	// Egress says whether the sandbox has a way out through the proxy.
+	Egress bool `json:"egress"`
 }
 
 // WipeReport says what the wipe removed and whether it verified that nothing

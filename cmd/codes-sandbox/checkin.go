@@ -2,12 +2,255 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"openvibe.network/agentsandbox/client"
+	"openvibe.network/agentsandbox/worker"
 )
 
-// checkinCmd is a stub until its issue lands.
-func checkinCmd(_ context.Context, _ []string, _ io.Reader, _, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "codes-sandbox checkin: not built yet")
-	return 2
+// tokenEnv is the environment variable that may hold the service token (for
+// check-in targets without a token file). It is removed from this process's
+// environment once read.
+const tokenEnv = "CODES_SANDBOX_SERVICE_TOKEN"
+
+// targetConfig is one check-in target as flags or the config file give it.
+type targetConfig struct {
+	LiveURL          string `json:"live_url"`
+	Stream           string `json:"stream"`
+	Subject          string `json:"subject"`
+	ServiceTokenFile string `json:"service_token_file,omitempty"`
+}
+
+// checkInFlags collects the repeatable check-in flag group: each --live-url
+// starts a target, the flags after it fill it in.
+type checkInFlags struct {
+	targets    []targetConfig
+	caFile     string
+	configFile string
+	workerID   string
+}
+
+// groupFlag sets one field of the current target.
+type groupFlag struct {
+	f     *checkInFlags
+	field func(*targetConfig) *string
+	start bool
+}
+
+func (g groupFlag) String() string { return "" }
+
+func (g groupFlag) Set(v string) error {
+	if g.start || len(g.f.targets) == 0 {
+		if !g.start {
+			return errors.New("give --live-url first: it starts a check-in target")
+		}
+		g.f.targets = append(g.f.targets, targetConfig{})
+	}
+	p := g.field(&g.f.targets[len(g.f.targets)-1])
+	if *p != "" {
+		return errors.New("given twice for one target (start another with --live-url)")
+	}
+	*p = v
+	return nil
+}
+
+func (c *checkInFlags) register(fs *flag.FlagSet) {
+	fs.Var(groupFlag{c, func(t *targetConfig) *string { return &t.LiveURL }, true}, "live-url",
+		"Live base URL to check in with (repeatable: each starts a target)")
+	fs.Var(groupFlag{c, func(t *targetConfig) *string { return &t.Stream }, false}, "stream", "agent stream id of the current target")
+	fs.Var(groupFlag{c, func(t *targetConfig) *string { return &t.Subject }, false}, "subject",
+		"person id (the stream's owner) of the current target, sent as X-OV-Subject")
+	fs.Var(groupFlag{c, func(t *targetConfig) *string { return &t.ServiceTokenFile }, false}, "service-token-file",
+		"file holding the service token of the current target (default: $"+tokenEnv+")")
+	fs.StringVar(&c.caFile, "live-ca-file", "", "PEM file of the CA(s) to trust for https Live URLs (default: the system's)")
+	fs.StringVar(&c.configFile, "config", "", "JSON config file (see deploy/codes-sandbox.example.json); flags add to it")
+	fs.StringVar(&c.workerID, "worker-id", "", "the worker's name in its reports (default sbw-HOSTNAME)")
+}
+
+// fileConfig is the JSON config file of checkin and serve.
+type fileConfig struct {
+	WorkerID     string         `json:"worker_id,omitempty"`
+	LiveCAFile   string         `json:"live_ca_file,omitempty"`
+	CheckIns     []targetConfig `json:"check_ins"`
+	Listen       string         `json:"listen,omitempty"`
+	APITokenFile string         `json:"api_token_file,omitempty"`
+	Capacity     int            `json:"capacity,omitempty"`
+	StateDir     string         `json:"state_dir,omitempty"`
+}
+
+func loadConfig(path string) (fileConfig, error) {
+	var fc fileConfig
+	if path == "" {
+		return fc, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fc, fmt.Errorf("read config: %w", err)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&fc); err != nil {
+		return fc, fmt.Errorf("read config %s: %w", path, err)
+	}
+	return fc, nil
+}
+
+// readSecret reads a token file: one line, surrounding space trimmed.
+func readSecret(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("read token file: %w", err)
+	}
+	s := strings.TrimSpace(string(b))
+	if s == "" || strings.ContainsAny(s, " \n\r\t") {
+		return "", fmt.Errorf("read token file %s: want exactly one token", path)
+	}
+	return s, nil
+}
+
+// buildTargets turns the configured targets into check-in targets, reading
+// each token from its file or from $CODES_SANDBOX_SERVICE_TOKEN (which is
+// then removed from the environment).
+func buildTargets(cfgs []targetConfig, caFile string) ([]worker.Target, error) {
+	envToken := os.Getenv(tokenEnv)
+	os.Unsetenv(tokenEnv)
+	hc, err := liveHTTPClient(caFile)
+	if err != nil {
+		return nil, err
+	}
+	var out []worker.Target
+	for i, tc := range cfgs {
+		if tc.LiveURL == "" || tc.Stream == "" || tc.Subject == "" {
+			return nil, fmt.Errorf("check-in target %d: --live-url, --stream and --subject are all required", i+1)
+		}
+		token := envToken
+		if tc.ServiceTokenFile != "" {
+			if token, err = readSecret(tc.ServiceTokenFile); err != nil {
+				return nil, err
+			}
+		}
+		if token == "" {
+			return nil, fmt.Errorf("check-in target %d: no service token (--service-token-file or $%s)", i+1, tokenEnv)
+		}
+		lc, err := client.NewLive(tc.LiveURL, token, hc)
+		if err != nil {
+			return nil, fmt.Errorf("check-in target %d: %w", i+1, err)
+		}
+		out = append(out, worker.Target{LiveURL: tc.LiveURL, Stream: tc.Stream, Subject: tc.Subject, Live: lc})
+	}
+	return out, nil
+}
+
+// liveHTTPClient returns the client for Live: no proxy from the environment,
+// TLS 1.2 or later, trusting only caFile's CAs when given.
+func liveHTTPClient(caFile string) (*http.Client, error) {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.Proxy = nil
+	tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("read live ca file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("read live ca file %s: no PEM certificate in it", caFile)
+		}
+		tr.TLSClientConfig.RootCAs = pool
+	}
+	return &http.Client{Transport: tr, Timeout: 10 * time.Second}, nil
+}
+
+func defaultWorkerID() string {
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		h = "host"
+	}
+	id := "sbw-" + h
+	if len(id) > 64 {
+		id = id[:64]
+	}
+	return id
+}
+
+// checkinCmd runs a self-test and checks in once with every target,
+// printing each of Live's answers as JSON. Exit 0 only when every target
+// registered the worker.
+func checkinCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("checkin", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cf checkInFlags
+	cf.register(fs)
+	once := fs.Bool("once", false, "check in once and print Live's answer (required; the loop runs in serve)")
+	var sf stackFlags
+	sf.register(fs)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: codes-sandbox checkin --once --live-url URL --stream ID --subject PERSON_ID [--service-token-file FILE] [flags]")
+		fmt.Fprintln(stderr, "Runs the self-test, builds the report and checks in once with each target; prints Live's answers.")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if !*once || fs.NArg() != 0 {
+		fs.Usage()
+		return 2
+	}
+	fc, err := loadConfig(cf.configFile)
+	if err != nil {
+		fmt.Fprintf(stderr, "codes-sandbox checkin: %v\n", err)
+		return 2
+	}
+	targets, err := buildTargets(append(fc.CheckIns, cf.targets...), firstOf(cf.caFile, fc.LiveCAFile))
+	if err == nil && len(targets) == 0 {
+		err = errors.New("no check-in target: give --live-url, --stream, --subject")
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "codes-sandbox checkin: %v\n", err)
+		return 2
+	}
+	log := newLogger(stderr)
+	st, err := newStack(sf.config(fc, 1), log)
+	if err != nil {
+		fmt.Fprintf(stderr, "codes-sandbox checkin: %v\n", err)
+		return 1
+	}
+	defer st.close()
+	res := st.tester.Run(ctx)
+	self := st.self(firstOf(cf.workerID, fc.WorkerID, defaultWorkerID()))
+	code := 0
+	for _, t := range targets {
+		a, err := worker.CheckIn(ctx, t, worker.BuildReport(self, &res, st.rt.Capacity(), st.rt.Active(), time.Now()), log)
+		out := map[string]any{"live": t.LiveURL, "stream": t.Stream}
+		if err != nil {
+			out["error"] = err.Error()
+		} else {
+			out["status"], out["answer"], out["summary"] = a.Status, a.Body, a.Summary()
+		}
+		b, _ := json.Marshal(out)
+		fmt.Fprintln(stdout, string(b))
+		if err != nil || !a.OK() {
+			code = 1
+		}
+	}
+	return code
+}
+
+func firstOf(vals ...string) string {
+	for _, v := range vals {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
 }

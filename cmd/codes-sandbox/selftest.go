@@ -2,12 +2,191 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"text/tabwriter"
+
+	"openvibe.network/agentsandbox/egress"
+	"openvibe.network/agentsandbox/sandbox"
+	"openvibe.network/agentsandbox/worker"
 )
 
-// selftestCmd is a stub until its issue lands.
-func selftestCmd(_ context.Context, _ []string, _ io.Reader, _, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "codes-sandbox selftest: not built yet")
-	return 2
+// version is the worker's version in its reports (set with -ldflags -X).
+var version = "0.1.0-dev"
+
+// stackFlags are the flags of the sandbox stack shared by selftest, checkin
+// and serve.
+type stackFlags struct {
+	stateDir string
+	noEgress bool
+}
+
+func (s *stackFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&s.stateDir, "state-dir", "", "directory for the runtime's files (default "+sandbox.DefaultStateDir+")")
+	fs.BoolVar(&s.noEgress, "no-egress", false,
+		"run without the egress proxy: sandboxes get no way out, egress_refuses_private cannot be proved and Live will refuse the report")
+}
+
+// stackConfig is what newStack needs.
+type stackConfig struct {
+	capacity int
+	stateDir string
+	egress   bool
+}
+
+func (s *stackFlags) config(fc fileConfig, capacity int) stackConfig {
+	return stackConfig{capacity: capacity, stateDir: firstOf(s.stateDir, fc.StateDir), egress: !s.noEgress}
+}
+
+// stack is the runtime, the egress proxy and the self-test of one worker.
+type stack struct {
+	rt     *sandbox.Runtime
+	proxy  *egress.Proxy
+	guard  *egress.Guard
+	tester *worker.SelfTester
+	bwrap  string
+	log    *slog.Logger
+}
+
+// newStack starts the egress proxy (unless disabled) and the runtime.
+func newStack(cfg stackConfig, log *slog.Logger) (*stack, error) {
+	st := &stack{log: log, guard: egress.NewGuard(egress.GuardConfig{Resolver: net.DefaultResolver})}
+	var attacher sandbox.EgressAttacher
+	if cfg.egress {
+		p, err := egress.NewProxy(egress.ProxyConfig{Guard: st.guard, Logger: log.With("component", "egress")})
+		if err != nil {
+			return nil, fmt.Errorf("start egress proxy: %w", err)
+		}
+		st.proxy, attacher = p, p
+	}
+	stateDir := firstOf(cfg.stateDir, sandbox.DefaultStateDir)
+	rt, err := sandbox.NewRuntime(sandbox.Config{
+		Capacity: cfg.capacity, StateDir: stateDir, Egress: attacher, Logger: log.With("component", "sandbox"),
+	})
+	if err != nil {
+		st.close()
+		return nil, err
+	}
+	st.rt = rt
+	st.bwrap = bwrapVersion()
+	canaries := []string{stateDir}
+	if home, err := os.UserHomeDir(); err == nil {
+		canaries = append(canaries, home)
+	}
+	st.tester = worker.NewSelfTester(worker.Deps{
+		Sandboxes: rt, Guard: st.guard, Inspect: worker.GlobInspector(stateDir, "/sys/fs/cgroup"),
+		CanaryDirs: canaries, Egress: cfg.egress, Logger: log.With("component", "selftest"),
+	})
+	return st, nil
+}
+
+// close wipes every sandbox and stops the proxy; it logs what it could not do.
+func (st *stack) close() {
+	if st.rt != nil {
+		if err := st.rt.Close(); err != nil {
+			st.log.Error("close runtime", "err", err)
+		}
+	}
+	if st.proxy != nil {
+		if err := st.proxy.Close(); err != nil {
+			st.log.Error("close egress proxy", "err", err)
+		}
+	}
+}
+
+// self is what the worker says of itself in its reports.
+func (st *stack) self(workerID string) worker.Self {
+	return worker.Self{WorkerID: workerID, Version: version, Bubblewrap: st.bwrap}
+}
+
+// bwrapVersion returns the version `bwrap --version` prints, "" if unknown.
+func bwrapVersion() string {
+	out, err := exec.Command("bwrap", "--version").Output()
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(out))
+	if len(f) == 0 {
+		return ""
+	}
+	return f[len(f)-1]
+}
+
+func newLogger(w io.Writer) *slog.Logger { return slog.New(slog.NewJSONHandler(w, nil)) }
+
+// selftestCmd runs the self-test once and prints a table (or JSON with
+// --json). Exit 0 only when every check passed.
+func selftestCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("selftest", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	asJSON := fs.Bool("json", false, "print {checks, reasons, checked_at, passed} as JSON")
+	verbose := fs.Bool("v", false, "log the runtime's lines (JSON) on stderr")
+	var sf stackFlags
+	sf.register(fs)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: codes-sandbox selftest [--json] [--state-dir DIR] [--no-egress]")
+		fmt.Fprintln(stderr, "Proves each isolation fact with probes in one real sandbox (needs root, bubblewrap, cgroups).")
+		fmt.Fprintln(stderr, "Exit 0 only when every check passes.")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() != 0 {
+		fs.Usage()
+		return 2
+	}
+	logOut := io.Discard
+	if *verbose {
+		logOut = stderr
+	}
+	st, err := newStack(sf.config(fileConfig{}, 1), newLogger(logOut))
+	if err != nil {
+		fmt.Fprintf(stderr, "codes-sandbox selftest: %v\n", err)
+		return 1
+	}
+	res := st.tester.Run(ctx)
+	st.close()
+	if *asJSON {
+		b, _ := json.MarshalIndent(res, "", "  ")
+		fmt.Fprintln(stdout, string(b))
+	} else {
+		printTable(stdout, res)
+	}
+	if !res.Passed {
+		return 1
+	}
+	return 0
+}
+
+func printTable(w io.Writer, res worker.Result) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CHECK\tRESULT")
+	for _, c := range worker.Checks {
+		r := "FAIL"
+		if res.Checks[c] {
+			r = "ok"
+		}
+		fmt.Fprintf(tw, "%s\t%s\n", c, r)
+	}
+	tw.Flush()
+	verdict := "all checks passed"
+	if !res.Passed {
+		verdict = "FAILED"
+	}
+	fmt.Fprintf(w, "\n%s (%s, in %v)\n", verdict, res.CheckedAt.UTC().Format("2006-01-02T15:04:05Z"), res.Duration.Round(1e6))
+	for _, r := range res.Reasons {
+		fmt.Fprintf(w, "  - %s\n", r)
+	}
 }

@@ -1,0 +1,302 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Worker is a client of one sandbox worker's API (see docs/openapi.yaml).
+// Its methods fail with an *APIError when the worker answered with an error
+// (errors.Is matches ErrCapacity, ErrNotFound and ErrUnauthorized), and with
+// a wrapped transport error when no answer arrived.
+type Worker struct {
+	base  string
+	token string
+	http  *http.Client
+}
+
+// NewWorker returns a client of the worker API at baseURL (e.g.
+// http://127.0.0.1:8080), sending token as a Bearer credential. A nil
+// httpClient means one without an overall timeout (an exec streams for as
+// long as its command runs; bound calls with their context). The client is
+// copied so redirects are never followed: the token goes to baseURL only.
+func NewWorker(baseURL, token string, httpClient *http.Client) *Worker {
+	c := &http.Client{}
+	if httpClient != nil {
+		cp := *httpClient
+		c = &cp
+	}
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &Worker{base: strings.TrimRight(baseURL, "/"), token: token, http: c}
+}
+
+// Sentinels matched by errors.Is on an *APIError.
+var (
+	// ErrCapacity: every sandbox slot of the worker is in use (429).
+	ErrCapacity = errors.New("worker api: at capacity")
+	// ErrNotFound: no such sandbox or file (404).
+	ErrNotFound = errors.New("worker api: not found")
+	// ErrUnauthorized: the token was refused (401).
+	ErrUnauthorized = errors.New("worker api: unauthorized")
+)
+
+// APIError is an error answer of the worker: its HTTP status and the
+// `{"error":{code,message}}` of its body.
+type APIError struct {
+	StatusCode int
+	Code       string
+	Message    string
+	// Leftovers lists what an unverified wipe left (code wipe_unverified).
+	Leftovers []string
+	// RetryAfter is the worker's Retry-After (on 429), zero when absent.
+	RetryAfter time.Duration
+}
+
+// Error implements error.
+func (e *APIError) Error() string {
+	return fmt.Sprintf("worker api: %d %s: %s", e.StatusCode, e.Code, e.Message)
+}
+
+// Is matches the sentinel of the status, or of the code of an error that
+// ended an exec stream.
+func (e *APIError) Is(target error) bool {
+	switch target {
+	case ErrCapacity:
+		return e.StatusCode == http.StatusTooManyRequests || e.Code == "at_capacity"
+	case ErrNotFound:
+		return e.StatusCode == http.StatusNotFound || strings.HasSuffix(e.Code, "not_found")
+	case ErrUnauthorized:
+		return e.StatusCode == http.StatusUnauthorized
+	}
+	return false
+}
+
+// apiErrorBody is the JSON of an error answer.
+type apiErrorBody struct {
+	Error struct {
+		Code      string   `json:"code"`
+		Message   string   `json:"message"`
+		Leftovers []string `json:"leftovers"`
+	} `json:"error"`
+}
+
+// readAPIError makes the *APIError of a non-2xx answer.
+func readAPIError(resp *http.Response) error {
+	e := &APIError{StatusCode: resp.StatusCode}
+	var body apiErrorBody
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes))
+	if err := json.Unmarshal(raw, &body); err == nil && body.Error.Code != "" {
+		e.Code, e.Message, e.Leftovers = body.Error.Code, body.Error.Message, body.Error.Leftovers
+	} else {
+		e.Message = strings.TrimSpace(http.StatusText(resp.StatusCode) + " " + string(bytes.TrimSpace(raw)))
+	}
+	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
+		e.RetryAfter = time.Duration(s) * time.Second
+	}
+	return e
+}
+
+// do sends a request and returns the answer when its status is want; any
+// other status is read into an *APIError and the body closed.
+func (w *Worker) do(ctx context.Context, method, path string, body io.Reader, hdr http.Header, want int) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, w.base+path, body)
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range hdr {
+		req.Header[k] = v
+	}
+	req.Header.Set("Authorization", "Bearer "+w.token)
+	resp, err := w.http.Do(req)
+	if err != nil {
+		return nil, scrub(err)
+	}
+	if resp.StatusCode != want {
+		defer resp.Body.Close()
+		return nil, readAPIError(resp)
+	}
+	return resp, nil
+}
+
+// doJSON sends in (when not nil) as JSON and decodes the answer into out
+// (when not nil).
+func (w *Worker) doJSON(ctx context.Context, method, path string, in, out any, want int) error {
+	var body io.Reader
+	hdr := http.Header{"Accept": {"application/json"}}
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+		hdr.Set("Content-Type", "application/json")
+	}
+	resp, err := w.do(ctx, method, path, body, hdr, want)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if out == nil {
+		return nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("read answer: %w", err)
+	}
+	return nil
+}
+
+// sandboxPath is the path of sandbox id plus rest, each segment escaped.
+func sandboxPath(id string, rest ...string) string {
+	p := "/v1/sandboxes/" + url.PathEscape(id)
+	for _, r := range rest {
+		p += "/" + r
+	}
+	return p
+}
+
+// filePath escapes each segment of a workspace path; dots of "." and ".."
+// segments too, so the path reaches the worker as given (and a path that
+// leaves the workspace is refused with a reason, not redirected).
+func filePath(p string) string {
+	segs := strings.Split(strings.TrimPrefix(p, "/"), "/")
+	for i, s := range segs {
+		if strings.Trim(s, ".") == "" {
+			segs[i] = strings.Repeat("%2E", len(s))
+			continue
+		}
+		segs[i] = url.PathEscape(s)
+	}
+	return strings.Join(segs, "/")
+}
+
+// CreateOptions are the settings of a new sandbox.
+type CreateOptions struct {
+	// TimeBoxMinutes is how long the sandbox lives, 5..30; 0 means 5.
+	TimeBoxMinutes int `json:"time_box_minutes,omitempty"`
+	// Env is added to the environment of every command.
+	Env map[string]string `json:"env,omitempty"`
+	// Browser asks for a worker whose sandboxes run a headless browser.
+	Browser bool `json:"browser,omitempty"`
+}
+
+// Limits are the limits of a sandbox.
+type Limits struct {
+	MemoryMB       int `json:"memory_mb"`
+	DiskMB         int `json:"disk_mb"`
+	Pids           int `json:"pids"`
+	CPUPercent     int `json:"cpu_percent"`
+	TimeBoxMinutes int `json:"time_box_minutes"`
+}
+
+// Sandbox describes a sandbox of the worker.
+type Sandbox struct {
+	ID        string    `json:"id"`
+	CreatedAt time.Time `json:"created_at"`
+	ExpiresAt time.Time `json:"expires_at"`
+	Limits    Limits    `json:"limits"`
+}
+
+// Create makes a sandbox. It fails with ErrCapacity when every slot is in
+// use (see APIError.RetryAfter) and with a 400 *APIError for bad options.
+func (w *Worker) Create(ctx context.Context, opts CreateOptions) (Sandbox, error) {
+	var sb Sandbox
+	if err := w.doJSON(ctx, http.MethodPost, "/v1/sandboxes", opts, &sb, http.StatusCreated); err != nil {
+		return Sandbox{}, fmt.Errorf("create sandbox: %w", err)
+	}
+	return sb, nil
+}
+
+// List returns the worker's sandboxes.
+func (w *Worker) List(ctx context.Context) ([]Sandbox, error) {
+	var out struct {
+		Items []Sandbox `json:"items"`
+	}
+	if err := w.doJSON(ctx, http.MethodGet, "/v1/sandboxes", nil, &out, http.StatusOK); err != nil {
+		return nil, fmt.Errorf("list sandboxes: %w", err)
+	}
+	return out.Items, nil
+}
+
+// Delete wipes a sandbox. It fails with ErrNotFound for an unknown one, and
+// with a 500 *APIError listing Leftovers when the wipe could not verify.
+func (w *Worker) Delete(ctx context.Context, id string) error {
+	if err := w.doJSON(ctx, http.MethodDelete, sandboxPath(id), nil, nil, http.StatusNoContent); err != nil {
+		return fmt.Errorf("delete sandbox: %w", err)
+	}
+	return nil
+}
+
+// PutFile writes r to path (relative to /workspace) in sandbox id with mode
+// (0 means 0644). It fails with a 400 *APIError for a path that leaves the
+// workspace and ErrNotFound for an unknown sandbox.
+func (w *Worker) PutFile(ctx context.Context, id, path string, r io.Reader, mode fs.FileMode) error {
+	hdr := http.Header{"Content-Type": {"application/octet-stream"}}
+	if mode != 0 {
+		hdr.Set("X-File-Mode", fmt.Sprintf("%#o", mode.Perm()))
+	}
+	resp, err := w.do(ctx, http.MethodPut, sandboxPath(id, "files", filePath(path)), r, hdr, http.StatusNoContent)
+	if err != nil {
+		return fmt.Errorf("put file: %w", err)
+	}
+	resp.Body.Close()
+	return nil
+}
+
+// GetFile copies path (relative to /workspace) of sandbox id to dst. It
+// fails with ErrNotFound for an unknown sandbox or file.
+func (w *Worker) GetFile(ctx context.Context, id, path string, dst io.Writer) error {
+	resp, err := w.do(ctx, http.MethodGet, sandboxPath(id, "files", filePath(path)), nil, nil, http.StatusOK)
+	if err != nil {
+		return fmt.Errorf("get file: %w", err)
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(dst, resp.Body); err != nil {
+		return fmt.Errorf("get file: %w", err)
+	}
+	return nil
+}
+
+// SelfTest is the outcome of a worker's self-test.
+type SelfTest struct {
+	Passed    bool            `json:"passed"`
+	Checks    map[string]bool `json:"checks"`
+	Reasons   []string        `json:"reasons"`
+	CheckedAt time.Time       `json:"checked_at"`
+}
+
+// WorkerStatus is the worker's capacity, load and last self-test (nil
+// before the first).
+type WorkerStatus struct {
+	Capacity int       `json:"capacity"`
+	Active   int       `json:"active"`
+	SelfTest *SelfTest `json:"self_test"`
+}
+
+// Status returns the worker's status.
+func (w *Worker) Status(ctx context.Context) (WorkerStatus, error) {
+	var st WorkerStatus
+	if err := w.doJSON(ctx, http.MethodGet, "/v1/status", nil, &st, http.StatusOK); err != nil {
+		return WorkerStatus{}, fmt.Errorf("worker status: %w", err)
+	}
+	return st, nil
+}
+
+// RunSelfTest asks the worker to run its self-test now and returns the
+// outcome; a 501 *APIError when the worker cannot.
+func (w *Worker) RunSelfTest(ctx context.Context) (SelfTest, error) {
+	var st SelfTest
+	if err := w.doJSON(ctx, http.MethodPost, "/v1/selftest", nil, &st, http.StatusOK); err != nil {
+		return SelfTest{}, fmt.Errorf("run self-test: %w", err)
+	}
+	return st, nil
+}

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"context"
+	"flag"
+
+	"openvibe.network/agentsandbox/live"
+)
+
+func personAdd(fs *flag.FlagSet) (func([]string) error, adminDo) {
+	name := fs.String("name", "", "the person's `NAME` (required)")
+	check := func([]string) error {
+		if *name == "" {
+			return usagef("--name is required")
+		}
+		return nil
+	}
+	return check, func(ctx context.Context, s live.Store, _ []string) (any, error) {
+		p, err := s.CreatePerson(ctx, live.Person{Name: *name})
+		return idOut{p.ID}, err
+	}
+}
+
+func personList(*flag.FlagSet) (func([]string) error, adminDo) {
+	return nil, func(ctx context.Context, s live.Store, _ []string) (any, error) {
+		return items(s.ListPersons(ctx))
+	}
+}
+
+func streamAdd(fs *flag.FlagSet) (func([]string) error, adminDo) {
+	owner := fs.String("owner", "", "the `PERSON_ID` of the stream's owner (required)")
+	id := fs.String("id", "", "the stream's `ID` (default: a fresh str_… id)")
+	check := func([]string) error {
+		if *owner == "" {
+			return usagef("--owner is required: the id of the person who owns the stream (see `person list`)")
+		}
+		return nil
+	}
+	return check, func(ctx context.Context, s live.Store, _ []string) (any, error) {
+		st, err := s.CreateStream(ctx, live.Stream{ID: *id, OwnerID: *owner})
+		return idOut{st.ID}, err
+	}
+}
+
+func streamList(*flag.FlagSet) (func([]string) error, adminDo) {
+	return nil, func(ctx context.Context, s live.Store, _ []string) (any, error) {
+		return items(s.ListStreams(ctx))
+	}
+}
+
+func serviceAdd(fs *flag.FlagSet) (func([]string) error, adminDo) {
+	name := fs.String("name", "", "the service's `NAME` (required)")
+	firstParty := fs.Bool("first-party", false, "the service is OpenVibe's own (required to check in workers)")
+	var caps stringList
+	fs.Var(&caps, "capability", "a `CAP`ability the service holds (repeatable), e.g. "+live.CapabilityRegister)
+	check := func([]string) error {
+		if *name == "" {
+			return usagef("--name is required")
+		}
+		return nil
+	}
+	return check, func(ctx context.Context, s live.Store, _ []string) (any, error) {
+		sv, err := s.CreateService(ctx, live.Service{Name: *name, FirstParty: *firstParty, Capabilities: caps})
+		return idOut{sv.ID}, err
+	}
+}
+
+func serviceList(*flag.FlagSet) (func([]string) error, adminDo) {
+	return nil, func(ctx context.Context, s live.Store, _ []string) (any, error) {
+		return items(s.ListServices(ctx))
+	}
+}

@@ -1,0 +1,28 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"openvibe.network/agentsandbox/live"
+	"openvibe.network/agentsandbox/live/postgres"
+	"openvibe.network/agentsandbox/live/sqlite"
+)
+
+// openStore opens the store that d names: sqlite:PATH, or a postgres:// or
+// postgresql:// URL. It fails on any other DSN, a schema given for SQLite,
+// or when the store cannot be opened.
+func openStore(ctx context.Context, d dbFlags) (live.Store, error) {
+	switch {
+	case strings.HasPrefix(d.dsn, "sqlite:"):
+		if d.schema != "" {
+			return nil, fmt.Errorf("--db-schema is for PostgreSQL only; drop it for %s", d.dsn)
+		}
+		return sqlite.Open(ctx, strings.TrimPrefix(d.dsn, "sqlite:"), sqlite.Options{})
+	case strings.HasPrefix(d.dsn, "postgres://"), strings.HasPrefix(d.dsn, "postgresql://"):
+		return postgres.Open(ctx, d.dsn, postgres.Options{Schema: d.schema})
+	default:
+		return nil, fmt.Errorf("--db %q: use sqlite:PATH or postgres://USER@HOST:PORT/DB", d.dsn)
+	}
+}

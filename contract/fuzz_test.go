@@ -1,0 +1,61 @@
+package contract
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+)
+
+// FuzzValidateJSON: ValidateJSON never panics, never errs for a known
+// contract, gives the same verdict twice, and its verdict is well-formed.
+func FuzzValidateJSON(f *testing.F) {
+	for _, cases := range loadGolden(f) {
+		for _, c := range cases {
+			f.Add(c.text())
+		}
+	}
+	f.Add([]byte(`{"a":1,"a":2}`))
+	f.Add([]byte("\xff"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		first, err := ValidateJSON(WorkerCheckInName, data)
+		if err != nil {
+			t.Fatalf("error for a known contract: %v", err)
+		}
+		second, _ := ValidateJSON(WorkerCheckInName, data)
+		if !reflect.DeepEqual(first, second) {
+			t.Fatalf("not deterministic:\n%+v\n%+v", first, second)
+		}
+		if first.Valid != (len(first.Errors) == 0) || first.Errors == nil {
+			t.Fatalf("inconsistent verdict %+v", first)
+		}
+		for i := 1; i < len(first.Errors); i++ {
+			if compareErrors(first.Errors[i-1], first.Errors[i]) > 0 {
+				t.Fatalf("errors not sorted: %+v", first.Errors)
+			}
+		}
+		if _, err := json.Marshal(first); err != nil {
+			t.Fatalf("verdict does not encode: %v", err)
+		}
+	})
+}
+
+// BenchmarkParseValidate measures DecodeStrict + Validate of the seed's
+// worker-check-in example, what Live does for each check-in.
+func BenchmarkParseValidate(b *testing.B) {
+	data := readSeed(b, "valid-worker-check-in")
+	if _, err := Validate(WorkerCheckInName, nil); err != nil { // compile outside the loop
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		v, err := DecodeStrict(data)
+		if err != nil {
+			b.Fatal(err)
+		}
+		r, err := Validate(WorkerCheckInName, v)
+		if err != nil || !r.Valid {
+			b.Fatalf("%+v %v", r, err)
+		}
+	}
+}

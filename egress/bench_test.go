@@ -1,0 +1,171 @@
+package egress
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+)
+
+// benchProxy is a proxy for benchmarks: no log, private metrics, "public"
+// addresses served by loopback through TestDial.
+func benchProxy(b *testing.B) *testProxy {
+	b.Helper()
+	tp := newTestProxy(b, func(c *ProxyConfig) { c.Logger = nil })
+	return tp
+}
+
+// sink accepts connections on loopback and reads them to the end with a
+// large buffer; done gets the byte count of each connection.
+func sink(b *testing.B) (string, chan int64) {
+	b.Helper()
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { ln.Close() })
+	done := make(chan int64, 1)
+	go func() {
+		buf := make([]byte, 1<<20)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				var n int64
+				for {
+					k, err := c.Read(buf)
+					n += int64(k)
+					if err != nil {
+						break
+					}
+				}
+				done <- n
+			}()
+		}
+	}()
+	return ln.Addr().String(), done
+}
+
+// push writes size bytes to c in 1 MiB writes, half-closes it and waits for
+// the sink to have read them all; it returns how long that took.
+func push(b *testing.B, c net.Conn, size int64, done chan int64) time.Duration {
+	b.Helper()
+	buf := make([]byte, 1<<20)
+	start := time.Now()
+	for sent := int64(0); sent < size; sent += int64(len(buf)) {
+		if _, err := c.Write(buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+	c.(interface{ CloseWrite() error }).CloseWrite()
+	if n := <-done; n != size {
+		b.Fatalf("sink got %d bytes, want %d", n, size)
+	}
+	return time.Since(start)
+}
+
+// BenchmarkTunnelThroughput copies 256 MiB per iteration directly to a
+// loopback sink and the same through a CONNECT tunnel of the proxy (client
+// on the sandbox's unix socket), and through the in-sandbox bridge too;
+// it reports each rate and the ratios to direct.
+func BenchmarkTunnelThroughput(b *testing.B) {
+	const size = 256 << 20
+	tp := benchProxy(b)
+	addr, done := sink(b)
+	tp.dial.set(netip.AddrPortFrom(publicV4, 443), addr)
+	br := startTestBridge(b, tp, false)
+	connect := func(network, address string) net.Conn {
+		c, err := net.Dial(network, address)
+		if err != nil {
+			b.Fatal(err)
+		}
+		io.WriteString(c, "CONNECT public.test:443 HTTP/1.1\r\nHost: public.test:443\r\n\r\n")
+		r := bufio.NewReaderSize(c, 128)
+		resp, err := http.ReadResponse(r, &http.Request{Method: http.MethodConnect})
+		if err != nil || resp.StatusCode != 200 || r.Buffered() != 0 {
+			b.Fatalf("CONNECT: %v %v", resp, err)
+		}
+		return c
+	}
+	var direct, proxied, bridged time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		c, err := net.Dial("tcp4", addr)
+		if err != nil {
+			b.Fatal(err)
+		}
+		direct += push(b, c, size, done)
+		c.Close()
+		c = connect("unix", tp.socket)
+		proxied += push(b, c, size, done)
+		c.Close()
+		c = connect("tcp4", br.proxyAddr)
+		bridged += push(b, c, size, done)
+		c.Close()
+	}
+	b.StopTimer()
+	rate := func(d time.Duration) float64 { return float64(size) * float64(b.N) / d.Seconds() / (1 << 20) }
+	b.ReportMetric(rate(direct), "direct-MiB/s")
+	b.ReportMetric(rate(proxied), "proxy-MiB/s")
+	b.ReportMetric(rate(bridged), "bridge-MiB/s")
+	b.ReportMetric(rate(proxied)/rate(direct), "proxy/direct")
+	b.ReportMetric(rate(bridged)/rate(direct), "bridge/direct")
+	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkHTTPAddedLatency times small GETs (new connection each, as the
+// proxy serves one request per connection) to a loopback server, directly
+// and through the proxy, interleaved, and reports the p50 of each and the
+// added p50.
+func BenchmarkHTTPAddedLatency(b *testing.B) {
+	tp := benchProxy(b)
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "small")
+	})}
+	go srv.Serve(ln)
+	b.Cleanup(func() { srv.Close() })
+	tp.dial.set(netip.AddrPortFrom(publicV4, 80), ln.Addr().String())
+	get := func(network, address, raw string) time.Duration {
+		start := time.Now()
+		c, err := net.Dial(network, address)
+		if err != nil {
+			b.Fatal(err)
+		}
+		io.WriteString(c, raw)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil || resp.StatusCode != 200 {
+			b.Fatalf("GET: %v %v", resp, err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		c.Close()
+		return time.Since(start)
+	}
+	var direct, proxied []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		direct = append(direct, get("tcp4", ln.Addr().String(),
+			"GET /x HTTP/1.1\r\nHost: public.test\r\nConnection: close\r\n\r\n"))
+		proxied = append(proxied, get("unix", tp.socket,
+			"GET http://public.test/x HTTP/1.1\r\nHost: public.test\r\n\r\n"))
+	}
+	b.StopTimer()
+	p50 := func(d []time.Duration) float64 {
+		slices.Sort(d)
+		return float64(d[len(d)/2].Microseconds())
+	}
+	dp, pp := p50(direct), p50(proxied)
+	b.ReportMetric(dp, "direct-p50-µs")
+	b.ReportMetric(pp, "proxy-p50-µs")
+	b.ReportMetric(pp-dp, "added-p50-µs")
+}

@@ -1,0 +1,264 @@
+package egress
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"openvibe.network/agentsandbox/sandbox"
+)
+
+// Addresses of the bridge inside the sandbox.
+const (
+	// BridgeAddr is the in-sandbox proxy address that the proxy variables name.
+	BridgeAddr = "127.0.0.1:3128"
+	// ResolverAddr is the in-sandbox resolver of transparent mode; the
+	// sandbox's /etc/resolv.conf names 127.0.0.1.
+	ResolverAddr = "127.0.0.1:53"
+)
+
+// SyntheticPrefix holds the loopback addresses that the transparent-mode
+// resolver hands out, one per name.
+var SyntheticPrefix = netip.MustParsePrefix("127.77.0.0/16")
+
+// refusalTimeout bounds the reading of a request that transparent mode
+// refuses on port 80.
+const refusalTimeout = 10 * time.Second
+
+var _ sandbox.EgressBridge = Bridge
+
+// Bridge runs inside the sandbox: it listens on BridgeAddr and forwards
+// every connection to the proxy socket at socketPath. When transparent, it
+// also serves a resolver on ResolverAddr (UDP and TCP) that answers every
+// name with a synthetic address of SyntheticPrefix, and listeners on ports
+// 80 and 443 of every local address that turn a connection to a synthetic
+// address into a CONNECT for its name. It returns once every listener
+// accepts, with the proxy variables to add to every command; everything
+// stops when ctx ends. Errors: socketPath is not a socket, or a listen
+// failure.
+func Bridge(ctx context.Context, socketPath string, transparent bool) (map[string]string, error) {
+	cfg := bridgeConfig{socket: socketPath, proxy: BridgeAddr}
+	if transparent {
+		cfg.dns = ResolverAddr
+		cfg.listen = map[uint16]string{80: "0.0.0.0:80", 443: "0.0.0.0:443"}
+		cfg.synthetic = SyntheticPrefix
+	}
+	b, err := startBridge(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return proxyEnv(b.proxyAddr), nil
+}
+
+// bridgeConfig says where the bridge listens; tests use port 0.
+type bridgeConfig struct {
+	socket string
+	proxy  string
+	// dns, listen and synthetic are set for transparent mode only.
+	dns       string
+	listen    map[uint16]string // destination port -> listen address
+	synthetic netip.Prefix
+}
+
+// bridge is a running bridge.
+type bridge struct {
+	socket    string
+	proxyAddr string
+	dnsAddr   string
+	listeners map[uint16]string // destination port -> bound address
+	names     *nameTable
+}
+
+func startBridge(ctx context.Context, cfg bridgeConfig) (*bridge, error) {
+	if fi, err := os.Stat(cfg.socket); err != nil || fi.Mode()&os.ModeSocket == 0 {
+		return nil, fmt.Errorf("bridge: %s is not a socket (%v)", cfg.socket, err)
+	}
+	b := &bridge{socket: cfg.socket, listeners: map[uint16]string{}}
+	var closers []io.Closer
+	fail := func(err error) (*bridge, error) {
+		for _, c := range closers {
+			_ = c.Close()
+		}
+		return nil, fmt.Errorf("bridge: %w", err)
+	}
+	ln, err := net.Listen("tcp4", cfg.proxy)
+	if err != nil {
+		return fail(err)
+	}
+	closers = append(closers, ln)
+	b.proxyAddr = ln.Addr().String()
+	serves := []func(){func() { serveListener(ln, b.forward) }}
+	if cfg.dns != "" {
+		b.names = newNameTable(cfg.synthetic)
+		srv, addr, err := listenDNS(cfg.dns, b.names)
+		if err != nil {
+			return fail(err)
+		}
+		closers = append(closers, srv...)
+		b.dnsAddr = addr
+		for port, addr := range cfg.listen {
+			ln, err := net.Listen("tcp4", addr)
+			if err != nil {
+				return fail(err)
+			}
+			closers = append(closers, ln)
+			b.listeners[port] = ln.Addr().String()
+			serves = append(serves, func() { serveListener(ln, func(c net.Conn) { b.transparent(c, port) }) })
+		}
+	}
+	for _, s := range serves {
+		go s()
+	}
+	context.AfterFunc(ctx, func() {
+		for _, c := range closers {
+			_ = c.Close()
+		}
+	})
+	return b, nil
+}
+
+// serveListener hands every accepted connection to handle, in its own
+// goroutine, until the listener is closed.
+func serveListener(ln net.Listener, handle func(net.Conn)) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return
+		}
+		go handle(c)
+	}
+}
+
+// proxyEnv is the environment that points programs at the bridge.
+func proxyEnv(addr string) map[string]string {
+	u := "http://" + addr
+	env := map[string]string{}
+	for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"} {
+		env[k], env[strings.ToLower(k)] = u, u
+	}
+	env["NO_PROXY"], env["no_proxy"] = "localhost,127.0.0.1,::1", "localhost,127.0.0.1,::1"
+	return env
+}
+
+// forward joins an in-sandbox proxy client to the proxy socket.
+func (b *bridge) forward(c net.Conn) {
+	defer c.Close()
+	u, err := net.Dial("unix", b.socket)
+	if err != nil {
+		return
+	}
+	defer u.Close()
+	tunnel(c, u, 0)
+}
+
+// transparent turns a connection to a synthetic address on port into a
+// CONNECT for the name behind the address. A refusal on port 80 is passed
+// back to the client as the proxy's HTTP answer; on 443 the connection is
+// closed.
+func (b *bridge) transparent(c net.Conn, port uint16) {
+	defer c.Close()
+	local := c.LocalAddr().(*net.TCPAddr).AddrPort().Addr().Unmap()
+	name, ok := b.names.nameOf(local)
+	if !ok {
+		return
+	}
+	u, err := net.Dial("unix", b.socket)
+	if err != nil {
+		return
+	}
+	defer u.Close()
+	target := net.JoinHostPort(name, strconv.Itoa(int(port)))
+	if _, err := fmt.Fprintf(u, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target); err != nil {
+		return
+	}
+	br := bufio.NewReader(u)
+	resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
+	if err != nil {
+		return
+	}
+	if resp.StatusCode != http.StatusOK {
+		if port == 80 {
+			refuseHTTP(c, resp)
+		}
+		resp.Body.Close()
+		return
+	}
+	if n := br.Buffered(); n > 0 {
+		p, _ := br.Peek(n)
+		if _, err := c.Write(p); err != nil {
+			return
+		}
+	}
+	tunnel(c, u, 0)
+}
+
+// refuseHTTP reads the client's request, answers it with the proxy's
+// refusal and closes gently, so that the answer is not lost to a reset.
+func refuseHTTP(c net.Conn, resp *http.Response) {
+	_ = c.SetDeadline(time.Now().Add(refusalTimeout))
+	req, err := http.ReadRequest(bufio.NewReader(c))
+	if err != nil {
+		return
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(req.Body, 1<<20))
+	resp.Close = true
+	if err := resp.Write(c); err != nil {
+		return
+	}
+	if tc, ok := c.(interface{ CloseWrite() error }); ok {
+		_ = tc.CloseWrite()
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(c, 1<<20))
+}
+
+// nameTable remembers the synthetic address of each name, both ways.
+type nameTable struct {
+	mu     sync.Mutex
+	prefix netip.Prefix
+	next   netip.Addr
+	byName map[string]netip.Addr
+	byAddr map[netip.Addr]string
+}
+
+func newNameTable(prefix netip.Prefix) *nameTable {
+	return &nameTable{prefix: prefix, next: prefix.Masked().Addr().Next(),
+		byName: map[string]netip.Addr{}, byAddr: map[netip.Addr]string{}}
+}
+
+// addrFor returns the address of name, giving it the next free one; false
+// when the prefix is used up.
+func (t *nameTable) addrFor(name string) (netip.Addr, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if a, ok := t.byName[name]; ok {
+		return a, true
+	}
+	if !t.prefix.Contains(t.next) {
+		return netip.Addr{}, false
+	}
+	a := t.next
+	t.next = a.Next()
+	t.byName[name], t.byAddr[a] = a, name
+	return a, true
+}
+
+func (t *nameTable) nameOf(a netip.Addr) (string, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	name, ok := t.byAddr[a]
+	return name, ok
+}

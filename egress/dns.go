@@ -1,0 +1,85 @@
+package egress
+
+import (
+	"io"
+	"net"
+	"strings"
+
+	"github.com/miekg/dns"
+)
+
+// syntheticTTL is the TTL of the synthetic answers: they hold for the
+// sandbox's life.
+const syntheticTTL = 3600
+
+// ServeDNS answers the in-sandbox resolver's queries: an A query gets the
+// name's synthetic address (localhost gets 127.0.0.1), any other type an
+// empty answer, and a name the guard would refuse as not canonical NXDOMAIN.
+func (t *nameTable) ServeDNS(w dns.ResponseWriter, r *dns.Msg) {
+	m := new(dns.Msg)
+	m.SetReply(r)
+	m.Authoritative, m.RecursionAvailable = true, true
+	if len(r.Question) != 1 {
+		m.Rcode = dns.RcodeFormatError
+		_ = w.WriteMsg(m)
+		return
+	}
+	q := r.Question[0]
+	name := strings.ToLower(strings.TrimSuffix(q.Name, "."))
+	if _, _, v := parseHost(name); v.Reason != "" {
+		m.Rcode = dns.RcodeNameError
+		_ = w.WriteMsg(m)
+		return
+	}
+	if q.Qtype == dns.TypeA && q.Qclass == dns.ClassINET {
+		a := net.IPv4(127, 0, 0, 1)
+		if name != "localhost" {
+			sa, ok := t.addrFor(name)
+			if !ok {
+				m.Rcode = dns.RcodeServerFailure
+				_ = w.WriteMsg(m)
+				return
+			}
+			a = sa.AsSlice()
+		}
+		m.Answer = []dns.RR{&dns.A{
+			Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: syntheticTTL},
+			A:   a,
+		}}
+	}
+	_ = w.WriteMsg(m)
+}
+
+// listenDNS serves t on addr over UDP and TCP; the sockets are bound when
+// it returns. It returns closers for both servers and the bound address
+// (both share the UDP port).
+func listenDNS(addr string, t *nameTable) ([]io.Closer, string, error) {
+	pc, err := net.ListenPacket("udp4", addr)
+	if err != nil {
+		return nil, "", err
+	}
+	bound := pc.LocalAddr().String()
+	ln, err := net.Listen("tcp4", bound)
+	if err != nil {
+		_ = pc.Close()
+		return nil, "", err
+	}
+	udp := &dns.Server{PacketConn: pc, Handler: t}
+	tcp := &dns.Server{Listener: ln, Handler: t}
+	go func() { _ = udp.ActivateAndServe() }()
+	go func() { _ = tcp.ActivateAndServe() }()
+	return []io.Closer{shutdown{udp, pc}, shutdown{tcp, ln}}, bound, nil
+}
+
+// shutdown closes a DNS server's socket (which ends its serve loop).
+type shutdown struct {
+	srv *dns.Server
+	c   io.Closer
+}
+
+func (s shutdown) Close() error {
+	if err := s.srv.Shutdown(); err != nil {
+		return s.c.Close()
+	}
+	return nil
+}

@@ -1,0 +1,362 @@
+package egress
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+func TestProxyHTTP(t *testing.T) {
+	tp := newTestProxy(t, nil)
+	seen := make(chan *http.Request, 1)
+	tp.serveHTTP(t, publicV4, 80, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen <- r
+		w.Header().Set("Connection", "close, X-Secret-Hop")
+		w.Header().Set("X-Secret-Hop", "1")
+		io.WriteString(w, "hello from public")
+	}))
+	resp, body := tp.do(t, "GET http://public.test/path?q=1 HTTP/1.1\r\nHost: other.test\r\n"+
+		"Proxy-Authorization: Basic c2VjcmV0\r\nProxy-Connection: keep-alive\r\nConnection: X-Hop\r\nX-Hop: 1\r\n"+
+		"X-Kept: yes\r\n\r\n")
+	if resp.StatusCode != 200 || body != "hello from public" {
+		t.Fatalf("got %d %q", resp.StatusCode, body)
+	}
+	if resp.Header.Get("X-Secret-Hop") != "" {
+		t.Error("a hop-by-hop response header was passed back")
+	}
+	r := <-seen
+	if r.RequestURI != "/path?q=1" || r.Host != "public.test" {
+		t.Errorf("upstream saw %q Host %q, want origin-form /path?q=1 for public.test", r.RequestURI, r.Host)
+	}
+	for _, h := range []string{"Proxy-Authorization", "Proxy-Connection", "X-Hop"} {
+		if r.Header.Get(h) != "" {
+			t.Errorf("upstream saw %s", h)
+		}
+	}
+	if r.Header.Get("X-Kept") != "yes" {
+		t.Error("an end-to-end header was dropped")
+	}
+}
+
+func TestProxyResolvesOnceAndDialsTheCheckedAddress(t *testing.T) {
+	tp := newTestProxy(t, nil)
+	tp.serveHTTP(t, publicV4, 80, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "checked")
+	}))
+	// flip.test answers public first and 127.0.0.1 to any later lookup.
+	resp, body := tp.do(t, "GET http://flip.test/ HTTP/1.1\r\nHost: flip.test\r\n\r\n")
+	if resp.StatusCode != 200 || body != "checked" {
+		t.Fatalf("got %d %q", resp.StatusCode, body)
+	}
+	if n := tp.resolver.count("flip.test"); n != 1 {
+		t.Fatalf("resolved %d times, want 1", n)
+	}
+	want := []netip.AddrPort{netip.AddrPortFrom(publicV4, 80)}
+	if got := tp.dial.dialed(); len(got) != 1 || got[0] != want[0] {
+		t.Fatalf("dialed %v, want %v", got, want)
+	}
+}
+
+func TestProxyRefusals(t *testing.T) {
+	tp := newTestProxy(t, nil)
+	for _, tc := range []struct {
+		name, raw string
+		status    int
+		reason    string
+	}{
+		{"HTTPPrivateLiteral", "GET http://10.0.0.1/ HTTP/1.1\r\nHost: 10.0.0.1\r\n\r\n", 403, ReasonPrivate},
+		{"ConnectPrivateLiteral", "CONNECT 10.0.0.1:443 HTTP/1.1\r\nHost: 10.0.0.1:443\r\n\r\n", 403, ReasonPrivate},
+		{"HTTPOnePublicOnePrivate", "GET http://mixed.test/ HTTP/1.1\r\nHost: mixed.test\r\n\r\n", 403, ReasonPrivate},
+		{"ConnectOnePublicOnePrivate", "CONNECT mixed.test:443 HTTP/1.1\r\nHost: mixed.test:443\r\n\r\n", 403, ReasonPrivate},
+		{"HTTPMetadata", "GET http://169.254.169.254/latest/meta-data/ HTTP/1.1\r\nHost: x\r\n\r\n", 403, ReasonPrivate},
+		{"HTTPPort8080", "GET http://public.test:8080/ HTTP/1.1\r\nHost: public.test:8080\r\n\r\n", 403, ReasonPort},
+		{"ConnectPort22", "CONNECT public.test:22 HTTP/1.1\r\nHost: public.test:22\r\n\r\n", 403, ReasonPort},
+		{"ConnectPort80Ok8443", "CONNECT 93.184.216.34:8443 HTTP/1.1\r\nHost: x\r\n\r\n", 403, ReasonPort},
+		{"HTTPUserinfoDecoy", "GET http://public.test@127.0.0.1/ HTTP/1.1\r\nHost: public.test\r\n\r\n", 403, ReasonNotCanonical},
+		{"ConnectUserinfoDecoy", "CONNECT public.test@127.0.0.1:443 HTTP/1.1\r\nHost: x\r\n\r\n", 403, ReasonNotCanonical},
+		{"HTTPDecimal", "GET http://2130706433/ HTTP/1.1\r\nHost: x\r\n\r\n", 403, ReasonNotCanonical},
+		{"HTTPShort", "GET http://127.1/ HTTP/1.1\r\nHost: x\r\n\r\n", 403, ReasonNotCanonical},
+		{"ConnectHex", "CONNECT 0x7f.1:443 HTTP/1.1\r\nHost: x\r\n\r\n", 403, ReasonNotCanonical},
+		{"ConnectOctal", "CONNECT 0177.0.0.1:443 HTTP/1.1\r\nHost: x\r\n\r\n", 403, ReasonNotCanonical},
+		{"HTTPTrailingDot", "GET http://127.0.0.1./ HTTP/1.1\r\nHost: x\r\n\r\n", 403, ReasonNotCanonical},
+		{"HTTPMappedV6", "GET http://[::ffff:127.0.0.1]/ HTTP/1.1\r\nHost: x\r\n\r\n", 403, ReasonPrivate},
+		{"HTTPZone", "GET http://[fe80::1%25eth0]/ HTTP/1.1\r\nHost: x\r\n\r\n", 403, ReasonNotCanonical},
+		{"HTTPPercentHost", "GET http://%31%32%37.0.0.1/ HTTP/1.1\r\nHost: x\r\n\r\n", 400, ReasonBadRequest},
+		{"HTTPSAbsoluteForm", "GET https://public.test/ HTTP/1.1\r\nHost: public.test\r\n\r\n", 400, ReasonBadRequest},
+		{"OriginFormToProxyItself", "GET / HTTP/1.1\r\nHost: 127.0.0.1:3128\r\n\r\n", 403, ReasonSelf},
+		{"ProxyOwnAddress", "CONNECT 93.184.216.100:443 HTTP/1.1\r\nHost: x\r\n\r\n", 403, ReasonSelf},
+		{"ProxyOwnAddressByName", "GET http://self.test/ HTTP/1.1\r\nHost: self.test\r\n\r\n", 403, ReasonSelf},
+		{"Garbage", "HELLO\r\n\r\n", 400, ReasonBadRequest},
+		{"ResolveFailure", "GET http://nxdomain.test/ HTTP/1.1\r\nHost: nxdomain.test\r\n\r\n", 502, ReasonResolve},
+		{"ConnectResolveFailure", "CONNECT nxdomain.test:443 HTTP/1.1\r\nHost: x\r\n\r\n", 502, ReasonResolve},
+		{"DialRefused", "CONNECT public.test:443 HTTP/1.1\r\nHost: x\r\n\r\n", 502, ReasonDialFailed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, body := tp.do(t, tc.raw)
+			wantRefused(t, resp, body, tc.status, tc.reason)
+		})
+	}
+	// Only DialRefused got as far as a dial, and only to the checked address.
+	if got := tp.dial.dialed(); len(got) != 1 || got[0] != netip.AddrPortFrom(publicV4, 443) {
+		t.Fatalf("dialed %v, want only %s:443", got, publicV4)
+	}
+}
+
+func TestProxyDialTimeout(t *testing.T) {
+	tp := newTestProxy(t, func(c *ProxyConfig) { c.DialTimeout = 50 * time.Millisecond })
+	tp.dial.block = true
+	for _, raw := range []string{
+		"CONNECT public.test:443 HTTP/1.1\r\nHost: x\r\n\r\n",
+		"GET http://public.test/ HTTP/1.1\r\nHost: public.test\r\n\r\n",
+	} {
+		resp, body := tp.do(t, raw)
+		wantRefused(t, resp, body, 504, ReasonDialTimeout)
+	}
+}
+
+func TestProxyRedirectIsPassedBack(t *testing.T) {
+	tp := newTestProxy(t, nil)
+	tp.serveHTTP(t, publicV4, 80, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "http://10.0.0.1/secret", http.StatusFound)
+	}))
+	resp, _ := tp.do(t, "GET http://public.test/ HTTP/1.1\r\nHost: public.test\r\n\r\n")
+	if resp.StatusCode != 302 || resp.Header.Get("Location") != "http://10.0.0.1/secret" {
+		t.Fatalf("got %d Location %q, want the 302 itself", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if got := tp.dial.dialed(); len(got) != 1 {
+		t.Fatalf("dialed %v, want one dial (no redirect followed)", got)
+	}
+}
+
+func TestProxyConnectTunnel(t *testing.T) {
+	for _, tc := range []struct{ name, target string }{
+		{"Name", "public.test:443"},
+		{"V6Literal", "[2606:4700:4700::1111]:443"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tp := newTestProxy(t, nil)
+			tp.serveEcho(t, publicV4, 443)
+			tp.serveEcho(t, publicV6, 443)
+			c := tp.dialProxy(t)
+			// Early data right behind the request must not be lost.
+			io.WriteString(c, "CONNECT "+tc.target+" HTTP/1.1\r\nHost: "+tc.target+"\r\n\r\nearly\n")
+			br := bufio.NewReader(c)
+			resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
+			if err != nil || resp.StatusCode != 200 {
+				t.Fatalf("CONNECT: %v %v", resp, err)
+			}
+			io.WriteString(c, "late\n")
+			for _, want := range []string{"early\n", "late\n"} {
+				if line, err := br.ReadString('\n'); err != nil || line != want {
+					t.Fatalf("echo: %q %v, want %q", line, err, want)
+				}
+			}
+			c.(*net.UnixConn).CloseWrite()
+			if _, err := br.ReadByte(); err != io.EOF {
+				t.Fatalf("after half-close: %v, want EOF", err)
+			}
+			c.Close()
+			line := waitLog(t, tp, `"method":"CONNECT"`)
+			var rec map[string]any
+			if err := json.Unmarshal([]byte(line), &rec); err != nil {
+				t.Fatal(err)
+			}
+			for k, want := range map[string]any{"sandbox": "sbx-test", "port": 443.0, "verdict": "allowed",
+				"reason": "ok", "bytes_up": 11.0, "bytes_down": 11.0, "status": 200.0} {
+				if rec[k] != want {
+					t.Errorf("log %s = %v, want %v (line %s)", k, rec[k], want, line)
+				}
+			}
+			for _, k := range []string{"host", "address", "duration"} {
+				if rec[k] == nil || rec[k] == "" {
+					t.Errorf("log has no %s: %s", k, line)
+				}
+			}
+		})
+	}
+}
+
+// waitLog waits for the log line that contains s (the line is written when
+// the connection ends, after the client sees it end).
+func waitLog(tb testing.TB, tp *testProxy, s string) string {
+	tb.Helper()
+	deadline := time.Now().Add(ioTimeout)
+	for time.Now().Before(deadline) {
+		for _, l := range tp.logLines(tb) {
+			if strings.Contains(l, s) {
+				return l
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	tb.Fatalf("no log line with %s in %s", s, tp.logs.String())
+	return ""
+}
+
+func TestProxyMetricsAndLog(t *testing.T) {
+	tp := newTestProxy(t, nil)
+	tp.serveHTTP(t, publicV4, 80, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "ok")
+	}))
+	tp.do(t, "GET http://public.test/ HTTP/1.1\r\nHost: public.test\r\n\r\n")
+	tp.do(t, "GET http://10.0.0.1/ HTTP/1.1\r\nHost: 10.0.0.1\r\n\r\n")
+	tp.do(t, "CONNECT public.test:22 HTTP/1.1\r\nHost: x\r\n\r\n")
+	line := waitLog(t, tp, `"reason":"port-not-allowed"`)
+	for _, want := range []string{`"sandbox":"sbx-test"`, `"host":"public.test"`, `"port":22`, `"verdict":"refused"`} {
+		if !strings.Contains(line, want) {
+			t.Errorf("log line %s lacks %s", line, want)
+		}
+	}
+	waitLog(t, tp, `"reason":"private-address"`)
+	allowed := waitLog(t, tp, `"reason":"ok"`)
+	if !strings.Contains(allowed, `"address":"93.184.216.34"`) || strings.Contains(allowed, `"bytes_down":0`) {
+		t.Errorf("allowed line: %s", allowed)
+	}
+	for _, tc := range []struct {
+		verdict, reason string
+		want            float64
+	}{
+		{"allowed", ReasonOK, 1},
+		{"refused", ReasonPrivate, 1},
+		{"refused", ReasonPort, 1},
+		{"failed", ReasonResolve, 0},
+	} {
+		got := metricValue(t, tp.reg, "egress_connections_total", map[string]string{"verdict": tc.verdict, "reason": tc.reason})
+		if got != tc.want {
+			t.Errorf("egress_connections_total{%s,%s} = %v, want %v", tc.verdict, tc.reason, got, tc.want)
+		}
+	}
+	if n := metricValue(t, tp.reg, "egress_attached_sandboxes", nil); n != 1 {
+		t.Errorf("egress_attached_sandboxes = %v, want 1", n)
+	}
+	if down := metricValue(t, tp.reg, "egress_bytes_total", map[string]string{"direction": "down"}); down == 0 {
+		t.Error("no bytes counted down")
+	}
+}
+
+func TestProxyConnLimit(t *testing.T) {
+	tp := newTestProxy(t, func(c *ProxyConfig) { c.MaxConns = 1 })
+	tp.serveEcho(t, publicV4, 443)
+	first := tp.dialProxy(t)
+	io.WriteString(first, "CONNECT public.test:443 HTTP/1.1\r\nHost: x\r\n\r\n")
+	if resp, err := http.ReadResponse(bufio.NewReader(first), &http.Request{Method: http.MethodConnect}); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("first CONNECT: %v %v", resp, err)
+	}
+	resp, body := tp.do(t, "CONNECT public.test:443 HTTP/1.1\r\nHost: x\r\n\r\n")
+	wantRefused(t, resp, body, 429, ReasonConnLimit)
+	first.Close()
+	// The slot comes back once the first connection is gone.
+	deadline := time.Now().Add(ioTimeout)
+	for {
+		resp, _ := tp.do(t, "CONNECT 10.0.0.1:443 HTTP/1.1\r\nHost: x\r\n\r\n")
+		if resp.Header.Get("X-Egress-Refused") == ReasonPrivate {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the slot never came back")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestProxyIdleTimeout(t *testing.T) {
+	tp := newTestProxy(t, func(c *ProxyConfig) { c.IdleTimeout = 100 * time.Millisecond })
+	tp.serveEcho(t, publicV4, 443)
+	c := tp.dialProxy(t)
+	io.WriteString(c, "CONNECT public.test:443 HTTP/1.1\r\nHost: x\r\n\r\n")
+	br := bufio.NewReader(c)
+	if resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect}); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("CONNECT: %v %v", resp, err)
+	}
+	// Nothing is sent: the proxy ends the tunnel (the client's deadline is
+	// the 30 s hang guard, far beyond the idle timeout).
+	if _, err := br.ReadByte(); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read on an idle tunnel: %v, want the proxy to close it", err)
+	}
+}
+
+func TestAttach(t *testing.T) {
+	tp := newTestProxy(t, nil)
+	fi, err := os.Stat(tp.socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode()&os.ModeSocket == 0 || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("socket mode %v, want a socket with 0600", fi.Mode())
+	}
+	if uid := fi.Sys().(*syscall.Stat_t).Uid; int(uid) != os.Getuid() {
+		t.Fatalf("socket owner %d, want %d", uid, os.Getuid())
+	}
+	tp.serveEcho(t, publicV4, 443)
+	c := tp.dialProxy(t)
+	io.WriteString(c, "CONNECT public.test:443 HTTP/1.1\r\nHost: x\r\n\r\n")
+	br := bufio.NewReader(c)
+	if resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect}); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("CONNECT: %v %v", resp, err)
+	}
+	tp.detach()
+	if _, err := br.ReadByte(); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("tunnel after detach: %v, want closed", err)
+	}
+	if _, err := os.Stat(tp.socket); !os.IsNotExist(err) {
+		t.Fatalf("socket left after detach: %v", err)
+	}
+	tp.detach() // idempotent
+	tp.proxy.Close()
+	if _, err := tp.proxy.Attach(context.Background(), "late", tp.socket, os.Getuid()); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Attach after Close: %v, want ErrClosed", err)
+	}
+}
+
+func TestNewProxyErrors(t *testing.T) {
+	if _, err := NewProxy(ProxyConfig{}); err == nil {
+		t.Error("NewProxy without a guard succeeded")
+	}
+	tp := newTestProxy(t, nil)
+	if _, err := NewProxy(ProxyConfig{Guard: testGuard(nil), Registerer: tp.reg}); err == nil {
+		t.Error("NewProxy registering the same metrics twice succeeded")
+	}
+}
+
+// metricValue is the value of the counter or gauge name with exactly these
+// labels in reg (0 when there is no such series).
+func metricValue(tb testing.TB, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+	tb.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range f.GetMetric() {
+			if len(m.GetLabel()) != len(labels) {
+				continue
+			}
+			for _, l := range m.GetLabel() {
+				if labels[l.GetName()] != l.GetValue() {
+					continue series
+				}
+			}
+			if m.GetCounter() != nil {
+				return m.GetCounter().GetValue()
+			}
+			return m.GetGauge().GetValue()
+		}
+	}
+	return 0
+}

@@ -1,0 +1,109 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"openvibe.network/agentsandbox/contract"
+	"openvibe.network/agentsandbox/live"
+)
+
+// Error codes of the HTTP side, beside live's own (live.EUNAUTHORIZED, …).
+// Each appears in a refusal body as error.code.
+const (
+	ETOOLARGE    = "too_large"              // 413: body over MaxBody
+	EMEDIATYPE   = "unsupported_media_type" // 415: not application/json
+	EMALFORMED   = "malformed_json"         // 400: not well-formed, strict JSON
+	ECONTRACT    = "contract_violation"     // 422: the contract refused the report
+	EUNAVAILABLE = "unavailable"            // 503: the store does not answer
+)
+
+// codeInfo is what one error code means over HTTP.
+type codeInfo struct {
+	status  int
+	outcome string // the metric and log label
+}
+
+// codes is the one table from error codes to HTTP statuses. A code missing
+// here is answered as internal.
+var codes = map[string]codeInfo{
+	live.EINVALID:      {http.StatusBadRequest, "bad_request"},
+	EMALFORMED:         {http.StatusBadRequest, "malformed"},
+	live.EUNAUTHORIZED: {http.StatusUnauthorized, "unauthorized"},
+	live.EFORBIDDEN:    {http.StatusForbidden, "forbidden"},
+	live.ENOTFOUND:     {http.StatusNotFound, "not_found"},
+	live.ECONFLICT:     {http.StatusConflict, "conflict"},
+	ETOOLARGE:          {http.StatusRequestEntityTooLarge, "too_large"},
+	EMEDIATYPE:         {http.StatusUnsupportedMediaType, "unsupported_media_type"},
+	ECONTRACT:          {http.StatusUnprocessableEntity, "refused_contract"},
+	live.EINTERNAL:     {http.StatusInternalServerError, "internal"},
+	EUNAVAILABLE:       {http.StatusServiceUnavailable, "unavailable"},
+}
+
+// infoOf returns the table's entry for code (internal for an unknown code).
+func infoOf(code string) codeInfo {
+	if ci, ok := codes[code]; ok {
+		return ci
+	}
+	return codes[live.EINTERNAL]
+}
+
+// errorBody is the JSON body of every refusal.
+type errorBody struct {
+	Error errorDetail `json:"error"`
+}
+
+type errorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// contractBody is the body of a 422: the error plus the validator's verdict.
+type contractBody struct {
+	Error  errorDetail      `json:"error"`
+	Valid  bool             `json:"valid"`
+	Errors []contract.Error `json:"errors"`
+}
+
+// writeError answers err as {"error":{code,message}} with the table's status
+// and notes the code in rl. Internal details stay in the log.
+func writeError(w http.ResponseWriter, rl *reqLog, err error) {
+	code := live.ErrorCode(err)
+	if _, ok := codes[code]; !ok {
+		code = live.EINTERNAL
+	}
+	ci := infoOf(code)
+	rl.note(code, ci.outcome)
+	if code == live.EINTERNAL || code == EUNAVAILABLE {
+		rl.err = err
+	}
+	writeJSON(w, ci.status, errorBody{Error: errorDetail{Code: code, Message: live.ErrorMessage(err)}})
+}
+
+// writeContractRefusal answers a 422 with the validator's errors.
+func writeContractRefusal(w http.ResponseWriter, rl *reqLog, errs []contract.Error) {
+	ci := infoOf(ECONTRACT)
+	rl.note(ECONTRACT, ci.outcome)
+	if errs == nil {
+		errs = []contract.Error{}
+	}
+	writeJSON(w, ci.status, contractBody{
+		Error: errorDetail{Code: ECONTRACT, Message: "the report does not satisfy " +
+			contract.WorkerCheckInName + "; the worker is not registered until it does: fix each listed error"},
+		Errors: errs,
+	})
+}
+
+// writeJSON answers v as JSON with status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		b = []byte(`{"error":{"code":"internal","message":"internal error"}}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}

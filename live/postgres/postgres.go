@@ -1,0 +1,92 @@
+// Package postgres is the live.Store for several Live instances behind a load
+// balancer: PostgreSQL through a pgx/v5 pool.
+//
+// Every time the store records (receive times, refusals, creation and
+// revocation) is the database's clock, taken in the statement that writes it
+// and returned with RETURNING, so instances on different machines agree. A
+// check-in is one upsert, committed (synchronous_commit as the server is
+// configured, durable by default) before Accept returns. Migrations are
+// embedded and applied under an advisory lock, so instances that start
+// together apply each migration once.
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"openvibe.network/agentsandbox/live"
+)
+
+// Options configures a Store.
+type Options struct {
+	// Schema, when set, is the schema the store creates (if needed) and
+	// works in (search_path on every connection); empty means the DSN's or
+	// the server's search_path (usually public). Tests use a unique schema.
+	Schema string
+	// MaxConns bounds the pool; 0 keeps the DSN's pool_max_conns or pgx's
+	// default.
+	MaxConns int32
+}
+
+// Store is a live.Store on PostgreSQL. It is safe for concurrent use, and
+// any number of Stores (in any number of processes) may share one database
+// and schema.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+var _ live.Store = (*Store)(nil)
+
+var schemaPattern = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+
+// Open connects to the database at dsn (a postgres:// URL or key=value
+// string), creates opts.Schema if set and applies the embedded migrations.
+// It fails on a bad DSN or schema name, or if the database cannot be
+// reached or migrated; ctx bounds the opening only.
+func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres store: %w", err)
+	}
+	if opts.Schema != "" {
+		if !schemaPattern.MatchString(opts.Schema) {
+			return nil, fmt.Errorf("open postgres store: schema %q must match %s", opts.Schema, schemaPattern)
+		}
+		cfg.ConnConfig.RuntimeParams["search_path"] = opts.Schema
+	}
+	if opts.MaxConns > 0 {
+		cfg.MaxConns = opts.MaxConns
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres store: %w", err)
+	}
+	if err := migrate(ctx, pool, opts.Schema); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open postgres store: %w", err)
+	}
+	return &Store{pool: pool}, nil
+}
+
+// Close closes the pool, waiting for connections in use. Later calls return
+// nil.
+func (s *Store) Close() error {
+	s.pool.Close()
+	return nil
+}
+
+// utc returns t in UTC (pgx returns the local zone).
+func utc(t time.Time) time.Time { return t.UTC() }
+
+// utcPtr returns *t in UTC, or nil.
+func utcPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}

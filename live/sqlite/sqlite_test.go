@@ -1,0 +1,111 @@
+package sqlite_test
+
+import (
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"openvibe.network/agentsandbox/live"
+	"openvibe.network/agentsandbox/live/sqlite"
+	"openvibe.network/agentsandbox/live/storetest"
+)
+
+func TestStore(t *testing.T) {
+	var mu sync.Mutex
+	paths := map[*testing.T]string{} // one database per test, reopened by the same test
+	storetest.Run(t, func(t *testing.T, now func() time.Time) live.Store {
+		mu.Lock()
+		path, ok := paths[t]
+		if !ok {
+			path = filepath.Join(t.TempDir(), "live.db")
+			paths[t] = path
+		}
+		mu.Unlock()
+		s, err := sqlite.Open(t.Context(), path, sqlite.Options{Now: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	})
+}
+
+// TestClock checks that the store's times come from the injected clock.
+func TestClock(t *testing.T) {
+	at := time.Date(2030, 5, 6, 7, 8, 9, 987654321, time.FixedZone("X", 3600))
+	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "live.db"), sqlite.Options{Now: func() time.Time { return at }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := t.Context()
+	p, err := s.CreatePerson(ctx, live.Person{Name: "Ada"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := s.CreateStream(ctx, live.Stream{OwnerID: p.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sv, err := s.CreateService(ctx, live.Service{Name: "w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := s.Accept(ctx, live.Registration{StreamID: st.ID, Report: []byte(`{}`), ServiceID: sv.ID, SubjectID: p.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := s.Worker(ctx, st.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		got  time.Time
+	}{{"CreatedAt", p.CreatedAt}, {"Accept", reg.ReceivedAt}, {"Worker", rec.Registration.ReceivedAt}} {
+		if !tc.got.Equal(at) || tc.got.Location() != time.UTC {
+			t.Errorf("%s = %v, want %v in UTC", tc.name, tc.got, at)
+		}
+	}
+}
+
+func TestOpenBadPath(t *testing.T) {
+	for _, path := range []string{"", "a?mode=memory", filepath.Join(t.TempDir(), "missing", "dir", "live.db")} {
+		if s, err := sqlite.Open(t.Context(), path, sqlite.Options{}); err == nil {
+			s.Close()
+			t.Errorf("Open(%q) succeeded", path)
+		}
+	}
+}
+
+// BenchmarkAccept measures concurrent durable check-ins on one store.
+func BenchmarkAccept(b *testing.B) {
+	ctx := b.Context()
+	s, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "live.db"), sqlite.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	p, _ := s.CreatePerson(ctx, live.Person{Name: "Ada"})
+	sv, _ := s.CreateService(ctx, live.Service{Name: "w"})
+	var streams []string
+	for range 100 {
+		st, err := s.CreateStream(ctx, live.Stream{OwnerID: p.ID})
+		if err != nil {
+			b.Fatal(err)
+		}
+		streams = append(streams, st.ID)
+	}
+	b.SetParallelism(32)
+	var n atomic.Int64
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			id := streams[n.Add(1)%int64(len(streams))]
+			if _, err := s.Accept(ctx, live.Registration{StreamID: id, Report: []byte(`{"a":1}`), ServiceID: sv.ID, SubjectID: p.ID}); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}

@@ -1,0 +1,185 @@
+// Package storetest is the conformance suite that every live.Store
+// implementation runs (live/sqlite, live/postgres): the same cases, the same
+// expectations, so the two stores cannot drift apart.
+//
+// A store's _test.go calls Run with a function that opens the store on the
+// test's own database.
+package storetest
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"openvibe.network/agentsandbox/live"
+)
+
+// OpenFunc opens the store under test on t's own database. Called again with
+// the same t (after the previous store was closed) it must open the same
+// database again, so the suite can check that data survives a reopen. The
+// store takes its receive times from now when it keeps its own clock (as
+// live/sqlite does); a store that uses its database's clock ignores now.
+// The suite closes every store it opens; Close must tolerate a second call.
+type OpenFunc func(t *testing.T, now func() time.Time) live.Store
+
+// Run runs every conformance case against the store that open opens.
+func Run(t *testing.T, open OpenFunc) {
+	for _, c := range []struct {
+		name string
+		run  func(*testing.T, *env)
+	}{
+		{"Person", testPerson},
+		{"Stream", testStream},
+		{"Service", testService},
+		{"Credential", testCredential},
+		{"CredentialByHash", testCredentialByHash},
+		{"RevokeCredential", testRevokeCredential},
+		{"ListCredentials", testListCredentials},
+		{"Accept", testAccept},
+		{"AcceptReportBytes", testAcceptReportBytes},
+		{"Refuse", testRefuse},
+		{"AcceptRefuseAccept", testAcceptRefuseAccept},
+		{"Worker", testWorker},
+		{"ConcurrentCheckIns", testConcurrentCheckIns},
+		{"Reopen", testReopen},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			c.run(t, newEnv(t, open))
+		})
+	}
+}
+
+// fakeEpoch is the suite's clock start: far from the wall clock, so a time
+// taken from the database's clock cannot be mistaken for it.
+var fakeEpoch = time.Date(2031, 2, 3, 4, 5, 6, 123456789, time.UTC)
+
+// clock is a settable clock for the store under test.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// env is one case's store, clock and context.
+type env struct {
+	t     *testing.T
+	open  OpenFunc
+	clock *clock
+	store live.Store
+	ctx   context.Context
+}
+
+func newEnv(t *testing.T, open OpenFunc) *env {
+	e := &env{t: t, open: open, clock: &clock{now: fakeEpoch}, ctx: t.Context()}
+	e.reopen()
+	return e
+}
+
+// reopen closes the current store (if any) and opens the same database.
+func (e *env) reopen() {
+	e.t.Helper()
+	if e.store != nil {
+		if err := e.store.Close(); err != nil {
+			e.t.Fatalf("close store: %v", err)
+		}
+	}
+	s := e.open(e.t, e.clock.Now)
+	e.t.Cleanup(func() { _ = s.Close() })
+	e.store = s
+}
+
+// checkTime fails unless got is the suite's clock reading want (a store with
+// its own clock) or close to the wall clock (a store that uses its
+// database's clock, which runs on this machine).
+func checkTime(tb testing.TB, what string, got, want time.Time) {
+	tb.Helper()
+	if got.Equal(want) {
+		return
+	}
+	if d := time.Since(got); d < -time.Minute || d > time.Minute {
+		tb.Fatalf("%s = %v: neither the injected clock (%v) nor the database's clock (now %v)", what, got, want, time.Now())
+	}
+}
+
+// wantCode fails unless err carries the live error code.
+func wantCode(tb testing.TB, err error, code string) {
+	tb.Helper()
+	if got := live.ErrorCode(err); got != code {
+		tb.Fatalf("error %v has code %q, want %q", err, got, code)
+	}
+	var le *live.Error
+	if !errors.As(err, &le) || le.Message == "" {
+		tb.Fatalf("error %v is not a *live.Error with a message", err)
+	}
+}
+
+// wantMessageContains fails unless err's message names s.
+func wantMessageContains(tb testing.TB, err error, s string) {
+	tb.Helper()
+	if !strings.Contains(live.ErrorMessage(err), s) {
+		tb.Fatalf("error message %q does not mention %q", live.ErrorMessage(err), s)
+	}
+}
+
+// fixture is a person who owns a stream, and a first-party service.
+type fixture struct {
+	owner   live.Person
+	stream  live.Stream
+	service live.Service
+}
+
+func (e *env) person(name string) live.Person {
+	e.t.Helper()
+	p, err := e.store.CreatePerson(e.ctx, live.Person{Name: name})
+	if err != nil {
+		e.t.Fatalf("create person: %v", err)
+	}
+	return p
+}
+
+func (e *env) stream(id, owner string) live.Stream {
+	e.t.Helper()
+	s, err := e.store.CreateStream(e.ctx, live.Stream{ID: id, OwnerID: owner})
+	if err != nil {
+		e.t.Fatalf("create stream: %v", err)
+	}
+	return s
+}
+
+func (e *env) service(name string, caps ...string) live.Service {
+	e.t.Helper()
+	s, err := e.store.CreateService(e.ctx, live.Service{Name: name, FirstParty: true, Capabilities: caps})
+	if err != nil {
+		e.t.Fatalf("create service: %v", err)
+	}
+	return s
+}
+
+func (e *env) fixture() fixture {
+	e.t.Helper()
+	owner := e.person("Ada")
+	return fixture{
+		owner:   owner,
+		stream:  e.stream("", owner.ID),
+		service: e.service("codes-sandbox", live.CapabilityRegister),
+	}
+}
+
+func (f fixture) registration(report string) live.Registration {
+	return live.Registration{StreamID: f.stream.ID, Report: []byte(report), ServiceID: f.service.ID, SubjectID: f.owner.ID}
+}

@@ -1,0 +1,266 @@
+package cgroup
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Name is the group's name below the parent.
+func (g *Group) Name() string { return g.name }
+
+// Paths are the group's directories: one on v2, one per distinct v1
+// hierarchy (memory, pids, cpu, freezer) on v1.
+func (g *Group) Paths() []string { return slices.Clone(g.dirs) }
+
+// ProcsFiles are the cgroup.procs files of every directory of the group.
+// Writing "0" into each moves the writing process into the group, which is
+// how a launcher enters it before it execs the sandbox.
+func (g *Group) ProcsFiles() []string {
+	out := make([]string, len(g.dirs))
+	for i, d := range g.dirs {
+		out[i] = filepath.Join(d, "cgroup.procs")
+	}
+	return out
+}
+
+// Enter moves process pid (all its threads) into the group, in every
+// hierarchy. The error names the file that refused it.
+func (g *Group) Enter(pid int) error {
+	for _, f := range g.ProcsFiles() {
+		if err := writeFile(f, strconv.Itoa(pid)); err != nil {
+			return fmt.Errorf("enter cgroup %s: pid %d: %w", g.name, pid, err)
+		}
+	}
+	return nil
+}
+
+// Pids returns the processes in the group, the union over its hierarchies,
+// sorted. A removed directory has none. It fails when a cgroup.procs file
+// cannot be read or parsed.
+func (g *Group) Pids() ([]int, error) {
+	var out []int
+	for _, f := range g.ProcsFiles() {
+		b, err := os.ReadFile(f)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list cgroup %s: %w", g.name, err)
+		}
+		for _, s := range strings.Fields(string(b)) {
+			pid, err := strconv.Atoi(s)
+			if err != nil {
+				return nil, fmt.Errorf("list cgroup %s: bad pid %q in %s", g.name, s, f)
+			}
+			if !slices.Contains(out, pid) {
+				out = append(out, pid)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// Exists reports whether any directory of the group is still there.
+func (g *Group) Exists() bool {
+	for _, d := range g.dirs {
+		if _, err := os.Stat(d); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// Kill ends every process of the group and returns once the group is empty.
+// On v2 with cgroup.kill it writes that file; otherwise it repeats: freeze
+// (v1 freezer or v2 cgroup.freeze, when there), SIGKILL every pid, thaw,
+// until no pid is left. A removed group is empty: Kill returns nil. It
+// fails when ctx ends first (wrapping ctx.Err()), when the group cannot be
+// read, or when the calling process itself is in
+// the group (it refuses to kill itself).
+func (g *Group) Kill(ctx context.Context) error {
+	if g.h.version == 2 {
+		f := filepath.Join(g.dirs[0], "cgroup.kill")
+		if _, err := os.Stat(f); err == nil {
+			if err := writeFile(f, "1"); err != nil {
+				return fmt.Errorf("kill cgroup %s: %w", g.name, err)
+			}
+			return g.waitEmpty(ctx)
+		}
+	}
+	self := os.Getpid()
+	for b := newBackoff(); ; {
+		g.freeze(true)
+		pids, err := g.Pids()
+		if err != nil {
+			g.freeze(false)
+			return fmt.Errorf("kill cgroup %s: %w", g.name, err)
+		}
+		for _, pid := range pids {
+			if pid == self {
+				g.freeze(false)
+				return fmt.Errorf("kill cgroup %s: the calling process %d is in the group", g.name, pid)
+			}
+			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+				g.freeze(false)
+				return fmt.Errorf("kill cgroup %s: pid %d: %w", g.name, pid, err)
+			}
+		}
+		g.freeze(false)
+		if len(pids) == 0 {
+			return nil
+		}
+		if err := b.wait(ctx); err != nil {
+			return fmt.Errorf("kill cgroup %s: %d processes left: %w", g.name, len(pids), err)
+		}
+	}
+}
+
+// freeze freezes or thaws the group when the hierarchy can; it is best
+// effort, as Kill works without it.
+func (g *Group) freeze(on bool) {
+	if g.h.version == 2 {
+		v := map[bool]string{true: "1", false: "0"}[on]
+		_ = writeFile(filepath.Join(g.dirs[0], "cgroup.freeze"), v)
+		return
+	}
+	if d, ok := g.ctl[ctlFreezer]; ok {
+		v := map[bool]string{true: "FROZEN", false: "THAWED"}[on]
+		_ = writeFile(filepath.Join(d, "freezer.state"), v)
+	}
+}
+
+// waitEmpty polls until the group has no process or ctx ends.
+func (g *Group) waitEmpty(ctx context.Context) error {
+	for b := newBackoff(); ; {
+		pids, err := g.Pids()
+		if err != nil {
+			return fmt.Errorf("kill cgroup %s: %w", g.name, err)
+		}
+		if len(pids) == 0 {
+			return nil
+		}
+		if err := b.wait(ctx); err != nil {
+			return fmt.Errorf("kill cgroup %s: %d processes left: %w", g.name, len(pids), err)
+		}
+	}
+}
+
+// Events are counters of limits that were hit.
+type Events struct {
+	// OOMKills counts processes the kernel killed for the memory limit
+	// (v2 memory.events oom_kill; v1 memory.oom_control oom_kill, or, on
+	// kernels without it, memory.failcnt: times the limit was reached).
+	OOMKills int
+	// PidsMax counts forks refused by the pids limit (pids.events max).
+	PidsMax int
+}
+
+// Events reads the group's counters. It fails when a counter file cannot be
+// read or parsed.
+func (g *Group) Events() (Events, error) {
+	var ev Events
+	var err error
+	memFile, memKey := "memory.events", "oom_kill"
+	if g.h.version == 1 {
+		memFile = "memory.oom_control"
+	}
+	mem := filepath.Join(g.ctl[ctlMemory], memFile)
+	ev.OOMKills, err = readKey(mem, memKey)
+	if errors.Is(err, errNoKey) && g.h.version == 1 {
+		ev.OOMKills, err = readKey(filepath.Join(g.ctl[ctlMemory], "memory.failcnt"), "")
+	}
+	if err != nil {
+		return Events{}, fmt.Errorf("cgroup events %s: %w", g.name, err)
+	}
+	if ev.PidsMax, err = readKey(filepath.Join(g.ctl[ctlPids], "pids.events"), "max"); err != nil {
+		return Events{}, fmt.Errorf("cgroup events %s: %w", g.name, err)
+	}
+	return ev, nil
+}
+
+var errNoKey = errors.New("key not found")
+
+// readKey returns the number after key in a "key value" per line file, or,
+// for an empty key, the file's only number.
+func readKey(path, key string) (int, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	sc := bufio.NewScanner(strings.NewReader(string(b)))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		var v string
+		switch {
+		case key == "" && len(f) == 1:
+			v = f[0]
+		case key != "" && len(f) == 2 && f[0] == key:
+			v = f[1]
+		default:
+			continue
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return 0, fmt.Errorf("parse %s: %w", path, err)
+		}
+		return n, nil
+	}
+	return 0, fmt.Errorf("read %s %q: %w", path, key, errNoKey)
+}
+
+// removeTimeout bounds how long Remove retries a busy directory (the kernel
+// may still be tearing down just-killed tasks).
+const removeTimeout = 5 * time.Second
+
+// Remove deletes every directory of the group; one already gone is fine.
+// A directory that is busy (EBUSY: processes still in it) is retried
+// briefly, then the error is returned. The parent is kept.
+func (g *Group) Remove() error {
+	ctx, cancel := context.WithTimeout(context.Background(), removeTimeout)
+	defer cancel()
+	var errs []error
+	for _, d := range g.dirs {
+		for b := newBackoff(); ; {
+			err := syscall.Rmdir(d)
+			if err == nil || errors.Is(err, fs.ErrNotExist) {
+				break
+			}
+			if !errors.Is(err, syscall.EBUSY) || b.wait(ctx) != nil {
+				errs = append(errs, fmt.Errorf("remove cgroup %s: %w", d, err))
+				break
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// backoff waits 50µs, growing by half up to 10ms, between polls.
+type backoff struct{ d time.Duration }
+
+func newBackoff() *backoff { return &backoff{d: 50 * time.Microsecond} }
+
+// wait sleeps the next interval, or returns ctx.Err() when ctx ends first.
+func (b *backoff) wait(ctx context.Context) error {
+	t := time.NewTimer(b.d)
+	defer t.Stop()
+	if b.d < 10*time.Millisecond {
+		b.d += b.d / 2
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

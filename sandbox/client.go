@@ -1,0 +1,204 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"path/filepath"
+	"time"
+)
+
+// Exec runs req in sandbox id with req.Stdin as its standard input,
+// streaming its output to stdout and stderr as it arrives, and returns how
+// it ended. A command ended by a limit has a Reason: "timeout"
+// (req.Timeout), "time_box" or "deleted" (the sandbox ended), "memory" or
+// "pids". Errors: ErrNotFound; an invalid request (empty argv, a cwd outside
+// the workspace); ctx ended; a broken sandbox.
+func (r *Runtime) Exec(ctx context.Context, id string, req ExecRequest, stdout, stderr io.Writer) (ExecResult, error) {
+	return r.ExecStream(ctx, id, req, bytes.NewReader(req.Stdin), stdout, stderr)
+}
+
+// ExecStream is Exec with standard input streamed from stdin (req.Stdin is
+// ignored); stdin may be nil for none.
+func (r *Runtime) ExecStream(ctx context.Context, id string, req ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (ExecResult, error) {
+	b, err := r.get(id)
+	if err != nil {
+		return ExecResult{}, err
+	}
+	if len(req.Argv) == 0 {
+		return ExecResult{}, errors.New("exec: empty argv")
+	}
+	if req.Cwd != "" {
+		if _, err := workspaceRel(req.Cwd); err != nil {
+			return ExecResult{}, fmt.Errorf("exec: cwd %q: %w", req.Cwd, err)
+		}
+	}
+	before, _ := b.group.Events()
+	c, err := r.dial(ctx, b)
+	if err != nil {
+		return r.lost(ctx, b, err)
+	}
+	defer c.Close()
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer stop()
+	fw := &frameWriter{w: c}
+	if err := fw.json(frameRequest, controlRequest{
+		Op: opExec, Argv: req.Argv, Env: req.Env, Cwd: req.Cwd, Timeout: int64(req.Timeout),
+	}); err != nil {
+		return r.lost(ctx, b, err)
+	}
+	go func() { _ = copyFrames(fw, stdin) }()
+	done, err := readReply(c, map[byte]io.Writer{frameStdout: stdout, frameStderr: stderr})
+	if errors.Is(err, errOutput) {
+		return ExecResult{}, fmt.Errorf("exec: %w", err)
+	}
+	if err != nil {
+		return r.lost(ctx, b, err)
+	}
+	if done.Code != "" {
+		return ExecResult{}, fmt.Errorf("exec: %s", done.Error)
+	}
+	res := ExecResult{ExitCode: done.ExitCode, Reason: done.Reason}
+	if res.Reason == "" && res.ExitCode != 0 {
+		if after, err := b.group.Events(); err == nil {
+			switch {
+			case after.OOMKills > before.OOMKills:
+				res.Reason = "memory"
+			case after.PidsMax > before.PidsMax:
+				res.Reason = "pids"
+			}
+		}
+	}
+	return res, nil
+}
+
+// lost explains a control connection that broke: the caller's ctx ended,
+// or the sandbox ended (its reason), or an error.
+func (r *Runtime) lost(ctx context.Context, b *box, err error) (ExecResult, error) {
+	if ctx.Err() != nil {
+		return ExecResult{}, fmt.Errorf("exec: %w", ctx.Err())
+	}
+	select {
+	case <-b.wiped:
+	case <-time.After(2 * wipeTimeout):
+		return ExecResult{}, fmt.Errorf("exec: %w", err)
+	}
+	why := b.endReason()
+	if why == "" {
+		why = "exited"
+		if ev, err := b.group.Events(); err == nil && ev.OOMKills > 0 {
+			why = "memory"
+		}
+	}
+	return ExecResult{ExitCode: 137, Reason: why}, nil
+}
+
+// PutFile writes r to path (relative to /workspace; parents are created)
+// in sandbox id with mode (0: 0644). Errors: ErrNotFound; ErrPath when path
+// leaves the workspace by "..", an absolute path or a symlink; ctx ended;
+// a write failure (e.g. the disk limit).
+func (r *Runtime) PutFile(ctx context.Context, id, path string, src io.Reader, mode fs.FileMode) error {
+	rel, err := workspaceRel(path)
+	if err != nil || rel == "." {
+		return fmt.Errorf("put %s: %w", path, ErrPath)
+	}
+	_, err = r.fileOp(ctx, id, controlRequest{Op: opPut, Path: rel, Mode: uint32(mode.Perm())}, src, nil)
+	if err != nil {
+		return fmt.Errorf("put %s: %w", path, err)
+	}
+	return nil
+}
+
+// GetFile copies the file at path (relative to /workspace) in sandbox id to
+// w. Errors: ErrNotFound; ErrPath as for PutFile; fs.ErrNotExist; not a
+// regular file; ctx ended.
+func (r *Runtime) GetFile(ctx context.Context, id, path string, w io.Writer) error {
+	rel, err := workspaceRel(path)
+	if err != nil {
+		return fmt.Errorf("get %s: %w", path, ErrPath)
+	}
+	if _, err := r.fileOp(ctx, id, controlRequest{Op: opGet, Path: rel}, nil, w); err != nil {
+		return fmt.Errorf("get %s: %w", path, err)
+	}
+	return nil
+}
+
+func (r *Runtime) fileOp(ctx context.Context, id string, req controlRequest, src io.Reader, dst io.Writer) (controlDone, error) {
+	b, err := r.get(id)
+	if err != nil {
+		return controlDone{}, err
+	}
+	c, err := r.dial(ctx, b)
+	if err != nil {
+		return controlDone{}, err
+	}
+	defer c.Close()
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer stop()
+	fw := &frameWriter{w: c}
+	if err := fw.json(frameRequest, req); err != nil {
+		return controlDone{}, err
+	}
+	var sendErr error
+	if req.Op == opPut {
+		sendErr = copyFrames(fw, src)
+	}
+	done, err := readReply(c, map[byte]io.Writer{frameData: dst})
+	if err != nil {
+		if ctx.Err() != nil {
+			return done, ctx.Err()
+		}
+		return done, errors.Join(sendErr, err)
+	}
+	switch done.Code {
+	case "":
+		return done, nil
+	case codePath:
+		return done, ErrPath
+	case codeNotExist:
+		return done, fs.ErrNotExist
+	}
+	return done, errors.New(done.Error)
+}
+
+func (r *Runtime) dial(ctx context.Context, b *box) (net.Conn, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "unix", filepath.Join(b.dir, "ctl.sock"))
+	if err != nil {
+		return nil, fmt.Errorf("connect to sandbox %s: %w", b.id, err)
+	}
+	return c, nil
+}
+
+// errOutput wraps a failure to write a command's output or a file's content
+// to the caller's writer.
+var errOutput = errors.New("write output")
+
+// readReply reads the init's frames, writing data frames to their writers,
+// until the done frame.
+func readReply(c net.Conn, out map[byte]io.Writer) (controlDone, error) {
+	fr := newFrameReader(c)
+	for {
+		kind, p, err := fr.next()
+		if err != nil {
+			return controlDone{}, fmt.Errorf("read reply: %w", err)
+		}
+		if kind == frameDone {
+			var d controlDone
+			if err := json.Unmarshal(p, &d); err != nil {
+				return controlDone{}, fmt.Errorf("read reply: %w", err)
+			}
+			return d, nil
+		}
+		if w := out[kind]; w != nil {
+			if _, err := w.Write(p); err != nil {
+				return controlDone{}, fmt.Errorf("%w: %w", errOutput, err)
+			}
+		}
+	}
+}

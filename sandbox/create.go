@@ -1,0 +1,240 @@
+package sandbox
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"time"
+
+	"openvibe.network/agentsandbox/sandbox/cgroup"
+)
+
+// Bounds of Options.
+const (
+	MinTimeBox = time.Second
+	// tmpBytes is the size of each sandbox's /tmp.
+	tmpBytes = 64 << 20
+	// startTimeout bounds a sandbox's start when ctx has no deadline.
+	startTimeout = 30 * time.Second
+)
+
+// box is one running sandbox.
+type box struct {
+	id     string
+	info   Info
+	slot   *slot
+	opts   Options
+	group  *cgroup.Group
+	dir    string // host control directory
+	cmd    *exec.Cmd
+	exited chan struct{} // closed once bubblewrap exited
+	wiped  chan struct{} // closed once the wipe finished
+	stderr *tailBuffer
+	detach func()
+	timer  *time.Timer
+
+	mu     sync.Mutex
+	reason string // why the sandbox ended: time_box, deleted, memory, exited
+}
+
+// setReason records why the sandbox ends (the first reason wins).
+func (b *box) setReason(why string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.reason == "" {
+		b.reason = why
+	}
+}
+
+func (b *box) endReason() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.reason
+}
+
+// resolve applies the defaults to o and validates it.
+func resolve(o Options) (Options, error) {
+	if o.TimeBox == 0 {
+		o.TimeBox = DefaultTimeBox
+	}
+	if o.TimeBox < MinTimeBox || o.TimeBox > MaxTimeBox {
+		return o, fmt.Errorf("time box %v is not within %v..%v", o.TimeBox, MinTimeBox, MaxTimeBox)
+	}
+	l := &o.Limits
+	for _, f := range []struct {
+		name string
+		v    *int
+		def  int
+	}{
+		{"memory_mb", &l.MemoryMB, DefaultMemoryMB},
+		{"disk_mb", &l.DiskMB, DefaultDiskMB},
+		{"pids", &l.Pids, DefaultPids},
+		{"cpu_percent", &l.CPUPercent, DefaultCPUPercent},
+	} {
+		if *f.v < 0 {
+			return o, fmt.Errorf("limit %s is %d; it must be positive (0 takes the default %d)", f.name, *f.v, f.def)
+		}
+		if *f.v == 0 {
+			*f.v = f.def
+		}
+	}
+	if l.Pids < 8 {
+		return o, fmt.Errorf("limit pids is %d; a sandbox needs at least 8", l.Pids)
+	}
+	if l.MemoryMB < 16 {
+		return o, fmt.Errorf("limit memory_mb is %d; a sandbox needs at least 16", l.MemoryMB)
+	}
+	for k := range o.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return o, fmt.Errorf("env name %q is invalid", k)
+		}
+	}
+	return o, nil
+}
+
+// Create starts a sandbox with opts and returns once its init accepts
+// commands. Errors: ErrCapacity when every slot is in use; an invalid option
+// (time box outside 1s..30min, a negative limit, a bad env name); a sandbox
+// with egress on a runtime without Config.Egress; or a failed start (its
+// bubblewrap error included).
+func (r *Runtime) Create(ctx context.Context, opts Options) (Info, error) {
+	opts, err := resolve(opts)
+	if err != nil {
+		return Info{}, fmt.Errorf("create sandbox: %w", err)
+	}
+	if opts.Egress && r.cfg.Egress == nil {
+		return Info{}, errors.New("create sandbox: egress requested but this runtime has no egress proxy")
+	}
+	b, err := r.claim(opts)
+	if err != nil {
+		return Info{}, err
+	}
+	start := time.Now()
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, startTimeout)
+		defer cancel()
+	}
+	if err := r.start(ctx, b); err != nil {
+		rep := r.wipe(b, "deleted")
+		r.log.Error("sandbox start failed", "sandbox", b.id, "slot", b.slot.index, "error", err, "wipe_verified", rep.Verified)
+		return Info{}, fmt.Errorf("create sandbox: %w", err)
+	}
+	r.mu.Lock()
+	r.boxes[b.id] = b
+	b.timer = time.AfterFunc(opts.TimeBox, func() { r.end(b.id, "time_box") })
+	r.mu.Unlock()
+	go r.watch(b)
+	r.log.Info("sandbox created", "sandbox", b.id, "slot", b.slot.index, "uid", b.slot.uid,
+		"egress", opts.Egress, "time_box", opts.TimeBox, "duration", time.Since(start))
+	return b.info, nil
+}
+
+// claim takes a free slot for a new sandbox.
+func (r *Runtime) claim(opts Options) (*box, error) {
+	var raw [10]byte
+	_, _ = rand.Read(raw[:])
+	id := hex.EncodeToString(raw[:])
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, errors.New("create sandbox: runtime is closed")
+	}
+	for _, s := range r.slots {
+		if s.box != nil || s.broken != "" {
+			continue
+		}
+		now := r.cfg.Now()
+		b := &box{
+			id: id, slot: s, opts: opts, dir: r.controlPath(id),
+			exited: make(chan struct{}), wiped: make(chan struct{}),
+			info: Info{
+				ID: id, Slot: s.index, HostUID: s.uid, Egress: opts.Egress,
+				CreatedAt: now, ExpiresAt: now.Add(opts.TimeBox), Limits: opts.Limits,
+			},
+		}
+		s.box = b
+		return b, nil
+	}
+	return nil, ErrCapacity
+}
+
+// watch ends the sandbox when bubblewrap exits on its own (its init died,
+// or the memory limit killed it).
+func (r *Runtime) watch(b *box) {
+	<-b.exited
+	why := "exited"
+	if ev, err := b.group.Events(); err == nil && ev.OOMKills > 0 {
+		why = "memory"
+	}
+	r.end(b.id, why)
+}
+
+// end removes a sandbox from the runtime and wipes it, for why.
+func (r *Runtime) end(id, why string) {
+	r.mu.Lock()
+	b, ok := r.boxes[id]
+	delete(r.boxes, id)
+	r.mu.Unlock()
+	if ok {
+		r.wipe(b, why)
+	}
+}
+
+// Delete ends a sandbox: it kills every process, removes its files and
+// cgroup, and verifies that nothing is left. A running Exec in it ends with
+// reason "deleted". Errors: ErrNotFound. A wipe that could not be verified
+// is not an error: the report says what is left (and the slot stays out of
+// use).
+func (r *Runtime) Delete(_ context.Context, id string) (WipeReport, error) {
+	r.mu.Lock()
+	b, ok := r.boxes[id]
+	delete(r.boxes, id)
+	r.mu.Unlock()
+	if !ok {
+		return WipeReport{}, ErrNotFound
+	}
+	return r.wipe(b, "deleted"), nil
+}
+
+// tailBuffer keeps the last few KiB written to it (a start failure's
+// bubblewrap error).
+type tailBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+const tailMax = 4 << 10
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > tailMax {
+		t.buf = t.buf[len(t.buf)-tailMax:]
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.buf)
+}
+
+// mkControlDir makes the sandbox's control directory, owned by its uid.
+func mkControlDir(dir string, uid int) error {
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return fmt.Errorf("control dir: %w", err)
+	}
+	if err := os.Chown(dir, uid, uid); err != nil {
+		return fmt.Errorf("control dir: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,197 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// waitDelay bounds how long an exec waits for its output pipes after the
+// command exited (a background child may hold them open).
+const waitDelay = time.Second
+
+// exec runs one command for the client: stdin from the client's data
+// frames, stdout and stderr streamed back as they arrive, its process group
+// killed on timeout or when the client goes away.
+func (s *initServer) exec(req controlRequest, fr *frameReader, fw *frameWriter) controlDone {
+	if len(req.Argv) == 0 || req.Argv[0] == "" {
+		return controlDone{Code: codeInvalid, Error: "empty argv"}
+	}
+	dir, err := workDir(req.Cwd)
+	if err != nil {
+		return controlDone{Code: codeInvalid, Error: err.Error()}
+	}
+	env := s.commandEnv(req.Env)
+	prog, err := lookPath(req.Argv[0], env)
+	if err != nil {
+		_ = fw.frame(frameStderr, []byte("sandbox: "+err.Error()+"\n"))
+		_ = drain(fr, nil)
+		return controlDone{ExitCode: exitCodeOf(err)}
+	}
+	cmd := &exec.Cmd{
+		Path:        prog,
+		Args:        req.Argv,
+		Env:         env,
+		Dir:         dir,
+		Stdout:      kindWriter{fw, frameStdout},
+		Stderr:      kindWriter{fw, frameStderr},
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+		WaitDelay:   waitDelay,
+	}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return controlDone{Code: codeFailed, Error: err.Error()}
+	}
+	if err := cmd.Start(); err != nil {
+		_ = fw.frame(frameStderr, []byte("sandbox: "+err.Error()+"\n"))
+		_ = drain(fr, nil)
+		return controlDone{ExitCode: exitCodeOf(err)}
+	}
+	k := &groupKiller{pgid: cmd.Process.Pid}
+	kill := k.kill
+	go func() {
+		err := drain(fr, stdinWriter{stdin})
+		_ = stdin.Close()
+		if errors.Is(err, io.EOF) {
+			kill("deleted") // the client went away
+			return
+		}
+		_ = drain(fr, nil) // the client closes the connection to cancel
+		kill("deleted")
+	}()
+	if req.Timeout > 0 {
+		t := time.AfterFunc(time.Duration(req.Timeout), func() { kill("timeout") })
+		defer t.Stop()
+	}
+	werr := cmd.Wait()
+	why := k.finish()
+	if cmd.ProcessState == nil {
+		return controlDone{Code: codeFailed, Error: fmt.Sprintf("wait: %v", werr)}
+	}
+	done := controlDone{ExitCode: exitStatus(cmd.ProcessState)}
+	if why == "timeout" {
+		done.Reason = why
+	}
+	return done
+}
+
+// groupKiller kills a command's process group once, and never after the
+// command was waited for.
+type groupKiller struct {
+	mu       sync.Mutex
+	pgid     int
+	reason   string
+	finished bool
+}
+
+func (k *groupKiller) kill(why string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.finished {
+		return
+	}
+	if k.reason == "" {
+		k.reason = why
+	}
+	_ = syscall.Kill(-k.pgid, syscall.SIGKILL)
+}
+
+// finish marks the command waited for and returns why it was killed, if it
+// was.
+func (k *groupKiller) finish() string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.finished = true
+	return k.reason
+}
+
+// stdinWriter writes to a command's stdin and ignores a command that stopped
+// reading (EPIPE), so the client's frames are still drained.
+type stdinWriter struct{ w io.Writer }
+
+func (s stdinWriter) Write(p []byte) (int, error) {
+	_, _ = s.w.Write(p)
+	return len(p), nil
+}
+
+// exitStatus maps a process state to a shell-style exit code (128+signal).
+func exitStatus(ps *os.ProcessState) int {
+	if ps == nil {
+		return 255
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ps.ExitCode()
+}
+
+// exitCodeOf maps a start failure to the shell's codes: 127 not found, 126
+// not executable.
+func exitCodeOf(err error) int {
+	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+		return 127
+	}
+	return 126
+}
+
+// workDir resolves an exec's working directory: empty is the workspace, a
+// relative path is under it, an absolute path must be within it.
+func workDir(cwd string) (string, error) {
+	if cwd == "" {
+		return Workspace, nil
+	}
+	rel, err := workspaceRel(cwd)
+	if err != nil {
+		return "", fmt.Errorf("cwd %q: %w", cwd, err)
+	}
+	return path.Join(Workspace, rel), nil
+}
+
+// workspaceRel turns p (relative to the workspace, or absolute within it)
+// into a clean relative path that stays in the workspace ("." for the
+// workspace itself), or ErrPath.
+func workspaceRel(p string) (string, error) {
+	if p == Workspace {
+		return ".", nil
+	}
+	if strings.HasPrefix(p, "/") {
+		rest, ok := strings.CutPrefix(p, Workspace+"/")
+		if !ok {
+			return "", ErrPath
+		}
+		p = rest
+	}
+	if p == "" || !filepath.IsLocal(p) {
+		return "", ErrPath
+	}
+	return filepath.Clean(p), nil
+}
+
+// lookPath finds a program like the shell would, in the command's PATH.
+func lookPath(name string, env []string) (string, error) {
+	if strings.Contains(name, "/") {
+		return name, nil
+	}
+	pathEnv := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			pathEnv = v
+		}
+	}
+	for _, dir := range filepath.SplitList(pathEnv) {
+		p := filepath.Join(dir, name)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s: %w", name, exec.ErrNotFound)
+}

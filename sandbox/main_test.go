@@ -1,0 +1,174 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io/fs"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"openvibe.network/agentsandbox/internal/testenv"
+)
+
+func TestMain(m *testing.M) {
+	if code, ok := MaybeReexec(InitHooks{Bridge: fakeBridge}); ok {
+		os.Exit(code)
+	}
+	os.Exit(m.Run())
+}
+
+// fakeBridge stands in for the egress bridge: it binds the privileged ports
+// the transparent mode needs (which proves the init may) and reports an env.
+func fakeBridge(_ context.Context, socketPath string, transparent bool) (map[string]string, error) {
+	if !transparent {
+		return nil, errors.New("fake bridge: want transparent mode")
+	}
+	if _, err := os.Stat(socketPath); err != nil {
+		return nil, err
+	}
+	for _, addr := range []string{"127.0.0.1:80", "127.0.0.1:443"} {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return nil, err
+		}
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				_, _ = c.Write([]byte("bridge\n"))
+				c.Close()
+			}
+		}()
+	}
+	return map[string]string{"HTTP_PROXY": "http://127.0.0.1:3128", "FAKE_BRIDGE": "up"}, nil
+}
+
+// testTimeout bounds every sandbox operation of a test (generous: the
+// machine is loaded by other tests).
+const testTimeout = 2 * time.Minute
+
+// newRuntime returns a runtime closed (and checked) at the end of the test.
+func newRuntime(tb testing.TB, cfg Config) *Runtime {
+	tb.Helper()
+	testenv.RequireSandbox(tb)
+	rt, err := NewRuntime(cfg)
+	if err != nil {
+		tb.Fatalf("NewRuntime: %v", err)
+	}
+	tb.Cleanup(func() {
+		if err := rt.Close(); err != nil {
+			tb.Errorf("Close: %v", err)
+		}
+		if _, err := os.Stat(rt.dir); !errors.Is(err, fs.ErrNotExist) {
+			tb.Errorf("runtime dir %s left after Close", rt.dir)
+		}
+	})
+	return rt
+}
+
+// newBox creates a sandbox that is deleted, and checked to be gone, at the
+// end of the test.
+func newBox(tb testing.TB, rt *Runtime, o Options) Info {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	info, err := rt.Create(ctx, o)
+	if err != nil {
+		tb.Fatalf("Create: %v", err)
+	}
+	b := mustBox(tb, rt, info.ID)
+	paths := b.group.Paths()
+	dir := rt.controlPath(info.ID)
+	tb.Cleanup(func() {
+		rep, err := rt.Delete(context.Background(), info.ID)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			tb.Errorf("Delete: %v", err)
+		}
+		if err == nil && !rep.Verified {
+			tb.Errorf("wipe not verified: %v", rep.Leftovers)
+		}
+		select { // a wipe started by the time box or the sandbox's end
+		case <-b.wiped:
+		case <-time.After(testTimeout):
+			tb.Errorf("the wipe of %s did not finish", info.ID)
+		}
+		assertGone(tb, info.HostUID, paths, dir)
+	})
+	return info
+}
+
+// assertGone checks independently of the wipe's own verification that no
+// process of uid, no cgroup directory and no control directory is left.
+func assertGone(tb testing.TB, uid int, cgroupPaths []string, dir string) {
+	tb.Helper()
+	if pids, err := uidProcesses(uid); err != nil || len(pids) > 0 {
+		tb.Errorf("processes of uid %d left: %v (%v)", uid, pids, err)
+	}
+	for _, p := range append(cgroupPaths, dir) {
+		if _, err := os.Stat(p); !errors.Is(err, fs.ErrNotExist) {
+			tb.Errorf("%s left after the wipe (%v)", p, err)
+		}
+	}
+}
+
+func mustBox(tb testing.TB, rt *Runtime, id string) *box {
+	tb.Helper()
+	b, err := rt.get(id)
+	if err != nil {
+		tb.Fatalf("sandbox %s: %v", id, err)
+	}
+	return b
+}
+
+// result is one finished exec.
+type result struct {
+	ExecResult
+	stdout, stderr string
+}
+
+// run execs argv in the sandbox and fails the test on an error.
+func run(tb testing.TB, rt *Runtime, id string, req ExecRequest) result {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	var out, errb bytes.Buffer
+	res, err := rt.Exec(ctx, id, req, &out, &errb)
+	if err != nil {
+		tb.Fatalf("Exec %q: %v", req.Argv, err)
+	}
+	return result{res, out.String(), errb.String()}
+}
+
+// sh runs a shell script in the sandbox.
+func sh(tb testing.TB, rt *Runtime, id, script string) result {
+	tb.Helper()
+	return run(tb, rt, id, ExecRequest{Argv: []string{"/bin/sh", "-c", script}})
+}
+
+// shOK runs a script that must exit 0 and returns its stdout.
+func shOK(tb testing.TB, rt *Runtime, id, script string) string {
+	tb.Helper()
+	r := sh(tb, rt, id, script)
+	if r.ExitCode != 0 {
+		tb.Fatalf("%q: exit %d (%s), stderr: %s", script, r.ExitCode, r.Reason, r.stderr)
+	}
+	return r.stdout
+}
+
+func TestSmoke(t *testing.T) {
+	rt := newRuntime(t, Config{Capacity: 1})
+	info := newBox(t, rt, Options{})
+	out := shOK(t, rt, info.ID, "echo hello; id -u")
+	if out != "hello\n1000\n" {
+		t.Fatalf("stdout %q", out)
+	}
+	if !strings.HasPrefix(info.ID, "") || info.HostUID < DefaultUIDBase {
+		t.Fatalf("info %+v", info)
+	}
+}

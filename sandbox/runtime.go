@@ -1,0 +1,257 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"openvibe.network/agentsandbox/sandbox/cgroup"
+	"openvibe.network/agentsandbox/sandbox/seccomp"
+)
+
+// Defaults of Config.
+const (
+	DefaultCapacity = 2
+	DefaultStateDir = "/run/codes-sandbox"
+	DefaultUIDBase  = 200000
+	// uidRange is how far above UIDBase the runtime looks for free uids.
+	uidRange = 65536
+)
+
+// Config of a Runtime. Zero fields take the defaults.
+type Config struct {
+	// Capacity is the number of slots (default 2).
+	Capacity int
+	// Bwrap is the bubblewrap program (default: "bwrap" looked up in PATH).
+	Bwrap string
+	// InitBinary is this program, re-executed as the launcher and the init
+	// (default os.Executable()); it must call MaybeReexec first thing.
+	InitBinary string
+	// StateDir holds the runtime's files (default /run/codes-sandbox): a
+	// root-owned 0755 directory every parent of which others may traverse.
+	StateDir string
+	// UIDBase is the first host uid tried for slots (default 200000); each
+	// slot runs as its own host uid (and gid) at or above it, never 0. Uids
+	// are reserved by lock files in StateDir, so runtimes sharing a StateDir
+	// never share a uid.
+	UIDBase int
+	// Egress attaches sandboxes created with Options.Egress to the proxy;
+	// nil: such sandboxes are refused.
+	Egress EgressAttacher
+	// Logger receives one line per sandbox run and wipe problems (default:
+	// discard).
+	Logger *slog.Logger
+	// Now is the clock of CreatedAt and ExpiresAt (default time.Now).
+	Now func() time.Time
+}
+
+// Runtime owns the slots of one worker and the sandboxes in them. It is safe
+// for concurrent use.
+type Runtime struct {
+	cfg     Config
+	cg      *cgroup.Hierarchy
+	seccomp []byte
+	dir     string // this runtime's directory under StateDir
+	init    string // the copied init binary
+	etcDir  string
+	links   map[string]string
+	log     *slog.Logger
+
+	mu     sync.Mutex
+	slots  []*slot
+	boxes  map[string]*box
+	closed bool
+}
+
+// slot is one uid a sandbox can run as.
+type slot struct {
+	index  int
+	uid    int
+	lock   *os.File // holds the uid's reservation
+	box    *box     // nil when free
+	broken string   // why the slot is out of use after an unverified wipe
+}
+
+// NewRuntime validates the machine and cfg and prepares the runtime: it
+// needs root, bubblewrap, a cgroup hierarchy with memory, pids and cpu, and
+// the seccomp program; it copies the init binary to a root-owned 0755 path
+// under StateDir, writes the generated /etc files and reserves one host uid
+// per slot. Errors say which requirement failed.
+func NewRuntime(cfg Config) (*Runtime, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	if os.Geteuid() != 0 {
+		return nil, errors.New("new runtime: must run as root (sandboxes use per-slot host uids and cgroups)")
+	}
+	cg, err := cgroup.Detect()
+	if err != nil {
+		return nil, fmt.Errorf("new runtime: %w", err)
+	}
+	prog, err := seccomp.Program()
+	if err != nil {
+		return nil, fmt.Errorf("new runtime: %w", err)
+	}
+	r := &Runtime{cfg: cfg, cg: cg, seccomp: prog, log: cfg.Logger, boxes: map[string]*box{}}
+	if err := r.prepareDir(); err != nil {
+		return nil, fmt.Errorf("new runtime: %w", err)
+	}
+	if err := r.reserveSlots(); err != nil {
+		r.releaseSlots()
+		_ = os.RemoveAll(r.dir)
+		return nil, fmt.Errorf("new runtime: %w", err)
+	}
+	return r, nil
+}
+
+func (c *Config) defaults() error {
+	if c.Capacity == 0 {
+		c.Capacity = DefaultCapacity
+	}
+	if c.Capacity < 0 || c.Capacity > 4096 {
+		return fmt.Errorf("new runtime: capacity %d is not in 1..4096", c.Capacity)
+	}
+	if c.Bwrap == "" {
+		p, err := exec.LookPath("bwrap")
+		if err != nil {
+			return fmt.Errorf("new runtime: bubblewrap is not installed (apt-get install bubblewrap): %w", err)
+		}
+		c.Bwrap = p
+	}
+	if _, err := os.Stat(c.Bwrap); err != nil {
+		return fmt.Errorf("new runtime: bubblewrap: %w", err)
+	}
+	if c.InitBinary == "" {
+		p, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("new runtime: find own binary: %w", err)
+		}
+		c.InitBinary = p
+	}
+	if c.StateDir == "" {
+		c.StateDir = DefaultStateDir
+	}
+	if c.UIDBase == 0 {
+		c.UIDBase = DefaultUIDBase
+	}
+	if c.UIDBase < 1000 {
+		return fmt.Errorf("new runtime: uid base %d is below 1000", c.UIDBase)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return nil
+}
+
+// Capacity is the number of slots.
+func (r *Runtime) Capacity() int { return r.cfg.Capacity }
+
+// Active is the number of slots in use: running sandboxes, sandboxes being
+// wiped, and slots kept out of use by an unverified wipe (see Broken).
+func (r *Runtime) Active() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, s := range r.slots {
+		if s.box != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// List describes the running sandboxes, oldest first.
+func (r *Runtime) List() []Info {
+	r.mu.Lock()
+	out := make([]Info, 0, len(r.boxes))
+	for _, b := range r.boxes {
+		out = append(out, b.info)
+	}
+	r.mu.Unlock()
+	slices.SortFunc(out, func(a, b Info) int { return a.CreatedAt.Compare(b.CreatedAt) })
+	return out
+}
+
+// Broken lists the slots kept out of use because their wipe could not be
+// verified, with why; empty when every slot is usable.
+func (r *Runtime) Broken() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, s := range r.slots {
+		if s.broken != "" {
+			out = append(out, fmt.Sprintf("slot %d (uid %d): %s", s.index, s.uid, s.broken))
+		}
+	}
+	return out
+}
+
+// HostPids returns the host pids of a sandbox's processes (from its cgroup:
+// the bubblewrap monitor, the init and everything they started). Errors:
+// ErrNotFound, or the cgroup cannot be read.
+func (r *Runtime) HostPids(id string) ([]int, error) {
+	b, err := r.get(id)
+	if err != nil {
+		return nil, err
+	}
+	pids, err := b.group.Pids()
+	if err != nil {
+		return nil, fmt.Errorf("host pids: %w", err)
+	}
+	return pids, nil
+}
+
+func (r *Runtime) get(id string) (*box, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b, ok := r.boxes[id]
+	if !ok {
+		return nil, ErrNotFound
+	}
+	return b, nil
+}
+
+// Close wipes every sandbox and releases the runtime's uids and files. The
+// error joins the wipes that could not be verified.
+func (r *Runtime) Close() error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	ids := make([]string, 0, len(r.boxes))
+	for id := range r.boxes {
+		ids = append(ids, id)
+	}
+	r.mu.Unlock()
+	var errs []error
+	for _, id := range ids {
+		rep, err := r.Delete(context.Background(), id)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			errs = append(errs, err)
+		} else if err == nil && !rep.Verified {
+			errs = append(errs, fmt.Errorf("close: wipe of %s not verified: %v", id, rep.Leftovers))
+		}
+	}
+	r.releaseSlots()
+	if len(errs) == 0 {
+		if err := os.RemoveAll(r.dir); err != nil {
+			errs = append(errs, fmt.Errorf("close: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// controlPath is the host path of a sandbox's control directory.
+func (r *Runtime) controlPath(id string) string { return filepath.Join(r.dir, id) }

@@ -1,0 +1,163 @@
+package sandbox
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// wipeTimeout bounds each step of a wipe that waits for the kernel.
+const wipeTimeout = 10 * time.Second
+
+// wipe ends b for why: it kills every process of its cgroup, waits for
+// bubblewrap, detaches egress, removes the control directory and the cgroup,
+// then verifies that no process of the slot uid, no mount, no cgroup and no
+// file of the sandbox is left. The slot is freed only when that is verified;
+// otherwise it stays out of use and the failure is logged at error level.
+func (r *Runtime) wipe(b *box, why string) WipeReport {
+	start := time.Now()
+	b.setReason(why)
+	if b.timer != nil {
+		b.timer.Stop()
+	}
+	var problems []string
+	ctx, cancel := context.WithTimeout(context.Background(), wipeTimeout)
+	defer cancel()
+	problems = append(problems, killBox(ctx, b)...)
+	if b.detach != nil {
+		b.detach()
+	}
+	if err := os.RemoveAll(b.dir); err != nil {
+		problems = append(problems, err.Error())
+	}
+	if b.group != nil {
+		if err := b.group.Remove(); err != nil {
+			problems = append(problems, err.Error())
+		}
+	}
+	rep := WipeReport{Leftovers: r.settle(b)}
+	rep.Verified = len(rep.Leftovers) == 0
+	rep.Duration = time.Since(start)
+	r.mu.Lock()
+	if rep.Verified {
+		b.slot.box = nil
+	} else {
+		b.slot.broken = strings.Join(rep.Leftovers, "; ")
+	}
+	r.mu.Unlock()
+	close(b.wiped)
+	if !rep.Verified {
+		r.log.Error("sandbox wipe NOT verified; slot kept out of use", "sandbox", b.id, "slot", b.slot.index,
+			"uid", b.slot.uid, "reason", why, "leftovers", rep.Leftovers, "problems", problems)
+	} else {
+		r.log.Info("sandbox wiped", "sandbox", b.id, "slot", b.slot.index, "reason", why,
+			"lifetime", time.Since(b.info.CreatedAt).Round(time.Millisecond), "duration", rep.Duration)
+	}
+	return rep
+}
+
+// killBox kills every process of b. The sandbox's own processes go first,
+// so that the bubblewrap monitor (the runtime's child) reaps the sandbox's
+// pid 1 and exits by itself, leaving no orphan for the host's init to reap;
+// then the cgroup is killed whole, for anything left.
+func killBox(ctx context.Context, b *box) []string {
+	var problems []string
+	if b.group == nil {
+		return nil
+	}
+	monitor := 0
+	if b.cmd != nil && b.cmd.Process != nil {
+		monitor = b.cmd.Process.Pid
+	}
+	if pids, err := b.group.Pids(); err == nil && monitor != 0 {
+		others := 0
+		for _, pid := range pids {
+			if pid != monitor {
+				others++
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+		if others > 0 {
+			select {
+			case <-b.exited:
+			case <-time.After(2 * time.Second):
+			}
+		}
+	}
+	if err := b.group.Kill(ctx); err != nil {
+		problems = append(problems, err.Error())
+	}
+	if monitor != 0 {
+		select {
+		case <-b.exited:
+		case <-ctx.Done():
+			problems = append(problems, "bubblewrap did not exit")
+		}
+	}
+	return problems
+}
+
+// settle returns b's leftovers, rechecking for a little while as long as
+// something is left (the kernel may still be reaping killed processes).
+func (r *Runtime) settle(b *box) []string {
+	deadline := time.Now().Add(2 * time.Second)
+	for d := 100 * time.Microsecond; ; d = min(2*d, 50*time.Millisecond) {
+		left := r.leftovers(b)
+		if len(left) == 0 || time.Now().After(deadline) {
+			return left
+		}
+		time.Sleep(d)
+	}
+}
+
+// leftovers lists what is left of b: processes of its uid or cgroup, its
+// cgroup directories, mounts under its control directory, the directory.
+func (r *Runtime) leftovers(b *box) []string {
+	var out []string
+	pids, err := uidProcesses(b.slot.uid)
+	if err != nil {
+		out = append(out, "cannot list processes: "+err.Error())
+	}
+	for _, pid := range pids {
+		out = append(out, fmt.Sprintf("process %d of uid %d", pid, b.slot.uid))
+	}
+	if b.group != nil && b.group.Exists() {
+		out = append(out, "cgroup "+strings.Join(b.group.Paths(), ","))
+	}
+	mounts, err := mountsUnder(b.dir)
+	if err != nil {
+		out = append(out, "cannot read mounts: "+err.Error())
+	}
+	for _, m := range mounts {
+		out = append(out, "mount "+m)
+	}
+	if _, err := os.Lstat(b.dir); !errors.Is(err, fs.ErrNotExist) {
+		out = append(out, "directory "+b.dir)
+	}
+	return out
+}
+
+// mountsUnder returns the mount points in this process's mount table at or
+// below dir.
+func mountsUnder(dir string) ([]string, error) {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) > 4 && (f[4] == dir || strings.HasPrefix(f[4], dir+"/")) {
+			out = append(out, f[4])
+		}
+	}
+	return out, sc.Err()
+}

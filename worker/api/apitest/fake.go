@@ -1,0 +1,176 @@
+// Package apitest holds a fake sandbox runtime for tests of the worker API
+// and of programs that use it: sandboxes are records in memory, files a map,
+// and commands a function the test supplies.
+package apitest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"openvibe.network/agentsandbox/sandbox"
+)
+
+// ExecFunc runs a command in the fake.
+type ExecFunc func(ctx context.Context, id string, req sandbox.ExecRequest, stdout, stderr io.Writer) (sandbox.ExecResult, error)
+
+// Fake is an in-memory runtime with the methods of workerapi.Runtime. Its
+// errors are the sandbox package's sentinels, as the real runtime's are.
+type Fake struct {
+	// ExecFunc runs commands; nil copies stdin to stdout and exits 0. Set it
+	// and Leftovers before the first call.
+	ExecFunc ExecFunc
+	// Leftovers, when set, makes every wipe unverified with these leftovers.
+	Leftovers []string
+
+	mu      sync.Mutex
+	cap     int
+	next    int
+	boxes   map[string]*box
+	created []sandbox.Options
+}
+
+type box struct {
+	info  sandbox.Info
+	files map[string][]byte
+}
+
+// NewFake returns a Fake with capacity slots.
+func NewFake(capacity int) *Fake {
+	return &Fake{cap: capacity, boxes: map[string]*box{}}
+}
+
+// Create records a sandbox, or fails with sandbox.ErrCapacity.
+func (f *Fake) Create(_ context.Context, opts sandbox.Options) (sandbox.Info, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.boxes) >= f.cap {
+		return sandbox.Info{}, sandbox.ErrCapacity
+	}
+	f.next++
+	now := time.Now().UTC().Truncate(time.Second)
+	tb := opts.TimeBox
+	if tb == 0 {
+		tb = sandbox.DefaultTimeBox
+	}
+	info := sandbox.Info{ID: fmt.Sprintf("sb-%d", f.next), Slot: f.next, CreatedAt: now, ExpiresAt: now.Add(tb),
+		Limits: sandbox.Limits{MemoryMB: sandbox.DefaultMemoryMB, DiskMB: sandbox.DefaultDiskMB,
+			Pids: sandbox.DefaultPids, CPUPercent: sandbox.DefaultCPUPercent}}
+	f.boxes[info.ID] = &box{info: info, files: map[string][]byte{}}
+	f.created = append(f.created, opts)
+	return info, nil
+}
+
+// Created returns the options of every Create that succeeded, in order.
+func (f *Fake) Created() []sandbox.Options {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.created)
+}
+
+func (f *Fake) get(id string) (*box, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	b, ok := f.boxes[id]
+	if !ok {
+		return nil, sandbox.ErrNotFound
+	}
+	return b, nil
+}
+
+// Exec runs ExecFunc; sandbox.ErrNotFound for an unknown id.
+func (f *Fake) Exec(ctx context.Context, id string, req sandbox.ExecRequest, stdout, stderr io.Writer) (sandbox.ExecResult, error) {
+	if _, err := f.get(id); err != nil {
+		return sandbox.ExecResult{}, err
+	}
+	if f.ExecFunc != nil {
+		return f.ExecFunc(ctx, id, req, stdout, stderr)
+	}
+	_, err := stdout.Write(req.Stdin)
+	return sandbox.ExecResult{}, err
+}
+
+// checkPath fails with sandbox.ErrPath for a path that leaves the workspace.
+func checkPath(p string) error {
+	if strings.HasPrefix(p, "/") || slices.Contains(strings.Split(p, "/"), "..") {
+		return sandbox.ErrPath
+	}
+	return nil
+}
+
+// PutFile stores r's content (mode is ignored).
+func (f *Fake) PutFile(_ context.Context, id, path string, r io.Reader, _ fs.FileMode) error {
+	b, err := f.get(id)
+	if err != nil {
+		return err
+	}
+	if err := checkPath(path); err != nil {
+		return err
+	}
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return fmt.Errorf("put file: %w", err)
+	}
+	f.mu.Lock()
+	b.files[path] = data
+	f.mu.Unlock()
+	return nil
+}
+
+// GetFile writes a stored file; fs.ErrNotExist for a missing one.
+func (f *Fake) GetFile(_ context.Context, id, path string, w io.Writer) error {
+	b, err := f.get(id)
+	if err != nil {
+		return err
+	}
+	if err := checkPath(path); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	data, ok := b.files[path]
+	f.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("get file %s: %w", path, fs.ErrNotExist)
+	}
+	_, err = io.Copy(w, bytes.NewReader(data))
+	return err
+}
+
+// Delete removes a sandbox; the report is unverified when Leftovers is set.
+func (f *Fake) Delete(_ context.Context, id string) (sandbox.WipeReport, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.boxes[id]; !ok {
+		return sandbox.WipeReport{}, sandbox.ErrNotFound
+	}
+	delete(f.boxes, id)
+	return sandbox.WipeReport{Verified: len(f.Leftovers) == 0, Leftovers: f.Leftovers, Duration: time.Millisecond}, nil
+}
+
+// List returns the sandboxes, oldest first.
+func (f *Fake) List() []sandbox.Info {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]sandbox.Info, 0, len(f.boxes))
+	for _, b := range f.boxes {
+		out = append(out, b.info)
+	}
+	slices.SortFunc(out, func(a, b sandbox.Info) int { return a.Slot - b.Slot })
+	return out
+}
+
+// Capacity returns the number of slots.
+func (f *Fake) Capacity() int { return f.cap }
+
+// Active returns the number of sandboxes.
+func (f *Fake) Active() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.boxes)
+}

@@ -1,0 +1,124 @@
+package workerapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"strings"
+
+	"openvibe.network/agentsandbox/sandbox"
+)
+
+// Error is an error that crosses HTTP: a status, a stable code and a message
+// for a person saying what to fix.
+type Error struct {
+	Status  int    `json:"-"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	// Leftovers lists what a wipe could not remove (code wipe_unverified).
+	Leftovers []string `json:"leftovers,omitempty"`
+	// RetryAfter, in seconds, is sent as the Retry-After header when set.
+	RetryAfter int `json:"-"`
+}
+
+// Error implements error.
+func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+// badRequest is a 400 with code invalid_request.
+func badRequest(format string, args ...any) *Error {
+	return &Error{Status: http.StatusBadRequest, Code: "invalid_request", Message: fmt.Sprintf(format, args...)}
+}
+
+// errSandboxNotFound is the 404 of an unknown sandbox id.
+func errSandboxNotFound(id string) *Error {
+	return &Error{Status: http.StatusNotFound, Code: "sandbox_not_found",
+		Message: fmt.Sprintf("no sandbox %q on this worker (it may have been deleted or its time box ended)", id)}
+}
+
+// toError maps any error to the Error sent to the client; runtime errors
+// other than the sandbox sentinels become a 500 whose details stay in the log.
+func toError(err error) *Error {
+	var apiErr *Error
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &apiErr):
+		return apiErr
+	case errors.As(err, &tooBig):
+		return &Error{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large",
+			Message: fmt.Sprintf("the request body is larger than this worker's limit of %d bytes", tooBig.Limit)}
+	case errors.Is(err, sandbox.ErrCapacity):
+		return &Error{Status: http.StatusTooManyRequests, Code: "at_capacity", RetryAfter: 5,
+			Message: "every sandbox slot of this worker is in use; delete a sandbox or retry later"}
+	case errors.Is(err, sandbox.ErrPath):
+		return badRequest("the path leaves the workspace; give a path inside /workspace without `..`")
+	case errors.Is(err, sandbox.ErrNotFound):
+		return &Error{Status: http.StatusNotFound, Code: "not_found", Message: "no such sandbox or file"}
+	case errors.Is(err, fs.ErrNotExist):
+		return &Error{Status: http.StatusNotFound, Code: "file_not_found", Message: "no such file in the workspace"}
+	default:
+		return &Error{Status: http.StatusInternalServerError, Code: "internal",
+			Message: "the worker failed; its log says why"}
+	}
+}
+
+// writeError sends e as `{"error":{...}}`.
+func writeError(w http.ResponseWriter, e *Error) {
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", fmt.Sprint(e.RetryAfter))
+	}
+	writeJSON(w, e.Status, struct {
+		Error *Error `json:"error"`
+	}{e})
+}
+
+// writeJSON sends v with status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// decodeJSON reads exactly one JSON object into v, refusing unknown fields,
+// and says what is wrong with a body it cannot take.
+func (s *Server) decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
+	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
+		return &Error{Status: http.StatusUnsupportedMediaType, Code: "unsupported_media_type",
+			Message: "send the body as application/json"}
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, s.cfg.MaxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return jsonError(err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return badRequest("the body must hold one JSON object and nothing after it")
+	}
+	return nil
+}
+
+// jsonError explains a JSON decoding error.
+func jsonError(err error) error {
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		return err
+	case errors.Is(err, io.EOF):
+		return badRequest("the body is empty; send a JSON object")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return badRequest("the body ends in the middle of the JSON")
+	case errors.As(err, &syntax):
+		return badRequest("the body is not valid JSON at byte %d: %v", syntax.Offset, err)
+	case errors.As(err, &typ):
+		return badRequest("field %q must be %s, not %s", typ.Field, typ.Type, typ.Value)
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return badRequest("unknown field %s; see docs/openapi.yaml", strings.TrimPrefix(err.Error(), "json: unknown field "))
+	default:
+		return badRequest("the body is not the expected JSON: %v", err)
+	}
+}

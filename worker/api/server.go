@@ -1,0 +1,228 @@
+// Package workerapi is the HTTP API a sandbox worker offers OpenVibe.Codes:
+// create a sandbox with a time box, run commands in it with their output
+// streamed as NDJSON events as it arrives, put and get workspace files,
+// delete (a verified wipe), list, status and an on-demand self-test.
+//
+// Every route needs the worker's bearer token (compared in constant time);
+// errors are JSON `{"error":{"code","message"}}` saying what to fix. The API
+// never blocks a sandbox on a slow client: see the exec handler for how its
+// output is buffered, dropped and, for a client that stops reading, ended.
+// docs/openapi.yaml describes the API; the client package is its Go client.
+package workerapi
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"openvibe.network/agentsandbox/sandbox"
+)
+
+// Runtime is what the API needs of a sandbox runtime; *sandbox.Runtime
+// implements it. Its errors are sandbox.ErrCapacity, sandbox.ErrNotFound and
+// sandbox.ErrPath (wrapped or not); any other error is a server fault.
+type Runtime interface {
+	Create(ctx context.Context, opts sandbox.Options) (sandbox.Info, error)
+	Exec(ctx context.Context, id string, req sandbox.ExecRequest, stdout, stderr io.Writer) (sandbox.ExecResult, error)
+	PutFile(ctx context.Context, id, path string, r io.Reader, mode fs.FileMode) error
+	GetFile(ctx context.Context, id, path string, w io.Writer) error
+	Delete(ctx context.Context, id string) (sandbox.WipeReport, error)
+	List() []sandbox.Info
+	Capacity() int
+	Active() int
+}
+
+// SelfTestSummary is the outcome of one self-test run as the API shows it.
+type SelfTestSummary struct {
+	// Passed is true only when every check passed.
+	Passed bool `json:"passed"`
+	// Checks maps each check name to whether it passed.
+	Checks map[string]bool `json:"checks"`
+	// Reasons say, for a person, why each failing check failed.
+	Reasons   []string  `json:"reasons"`
+	CheckedAt time.Time `json:"checked_at"`
+}
+
+// Status is what GET /v1/status answers.
+type Status struct {
+	Capacity int `json:"capacity"`
+	Active   int `json:"active"`
+	// SelfTest is the last self-test, nil before the first one finished.
+	SelfTest *SelfTestSummary `json:"self_test"`
+}
+
+// Defaults of Config.
+const (
+	DefaultMaxBody      = 64 << 20
+	DefaultStreamBuffer = 4 << 20
+	DefaultWriteTimeout = 30 * time.Second
+)
+
+// Config configures a Server. Runtime and Token are required.
+type Config struct {
+	Runtime Runtime
+	// Token is the bearer token every request must carry.
+	Token string
+	// Status, when set, supplies the last self-test for GET /v1/status;
+	// Capacity and Active always come from Runtime. Nil: no self-test shown.
+	Status func() Status
+	// RunSelfTest, when set, runs a self-test for POST /v1/selftest; nil
+	// makes that route answer 501.
+	RunSelfTest func(ctx context.Context) (SelfTestSummary, error)
+	// Browser says a headless browser works in this worker's sandboxes;
+	// without it a create asking for one is refused with 400.
+	Browser bool
+	// Egress gives every sandbox a way out through the worker's egress proxy.
+	Egress bool
+	// Limits are the limits of every sandbox (zero fields: the defaults).
+	Limits sandbox.Limits
+	// Logger gets one line per request (default: discard).
+	Logger *slog.Logger
+	// MaxBody bounds every request body, JSON or file (default 64 MiB).
+	MaxBody int64
+	// StreamBuffer bounds the bytes of command output held for one exec
+	// stream while the client catches up (default 4 MiB); more is dropped.
+	StreamBuffer int
+	// WriteTimeout bounds each write of a response to the client (default
+	// 30 s); an exec whose client stops reading that long is ended.
+	WriteTimeout time.Duration
+}
+
+// Server serves the worker API. Make it with New.
+type Server struct {
+	cfg       Config
+	tokenHash [sha256.Size]byte
+	mux       *http.ServeMux
+}
+
+// route is one registered endpoint; the OpenAPI test checks the document
+// against this table.
+type route struct {
+	method, path string
+	handler      func(*Server, http.ResponseWriter, *http.Request) error
+}
+
+var routes = []route{
+	{http.MethodPost, "/v1/sandboxes", (*Server).create},
+	{http.MethodGet, "/v1/sandboxes", (*Server).list},
+	{http.MethodDelete, "/v1/sandboxes/{id}", (*Server).delete},
+	{http.MethodPost, "/v1/sandboxes/{id}/exec", (*Server).exec},
+	{http.MethodPut, "/v1/sandboxes/{id}/files/{path...}", (*Server).putFile},
+	{http.MethodGet, "/v1/sandboxes/{id}/files/{path...}", (*Server).getFile},
+	{http.MethodGet, "/v1/status", (*Server).status},
+	{http.MethodPost, "/v1/selftest", (*Server).selfTest},
+}
+
+// New checks cfg, fills its defaults and returns a Server. It fails when
+// Runtime or Token is missing.
+func New(cfg Config) (*Server, error) {
+	if cfg.Runtime == nil {
+		return nil, errors.New("new worker api: no runtime")
+	}
+	if strings.TrimSpace(cfg.Token) == "" {
+		return nil, errors.New("new worker api: no bearer token")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.MaxBody <= 0 {
+		cfg.MaxBody = DefaultMaxBody
+	}
+	if cfg.StreamBuffer <= 0 {
+		cfg.StreamBuffer = DefaultStreamBuffer
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = DefaultWriteTimeout
+	}
+	s := &Server{cfg: cfg, tokenHash: sha256.Sum256([]byte(cfg.Token)), mux: http.NewServeMux()}
+	for _, rt := range routes {
+		s.mux.Handle(rt.method+" "+rt.path, s.endpoint(rt.handler))
+	}
+	allowed := map[string][]string{}
+	for _, rt := range routes {
+		allowed[rt.path] = append(allowed[rt.path], rt.method)
+	}
+	for p, methods := range allowed {
+		s.mux.Handle(p, methodNotAllowed(methods))
+	}
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
+		writeError(w, &Error{Status: http.StatusNotFound, Code: "no_route", Message: "no such endpoint; see docs/openapi.yaml"})
+	})
+	return s, nil
+}
+
+// methodNotAllowed answers a known path asked with another method.
+func methodNotAllowed(methods []string) http.Handler {
+	allow := strings.Join(methods, ", ")
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", allow)
+		writeError(w, &Error{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed",
+			Message: r.Method + " is not allowed here; use " + allow})
+	})
+}
+
+// Handler returns the API's handler: logging, then authentication, then the
+// routes.
+func (s *Server) Handler() http.Handler {
+	return s.logRequests(s.authenticate(refuseDotSegments(s.mux)))
+}
+
+// refuseDotSegments answers 400 for a path with ".", ".." or empty segments,
+// which the mux would otherwise redirect to another path (perhaps another
+// sandbox's file).
+func refuseDotSegments(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		segs := strings.Split(r.URL.Path, "/")
+		for i, seg := range segs[1:] {
+			if seg == "." || seg == ".." || (seg == "" && i < len(segs)-2) {
+				writeError(w, badRequest("the URL path %q contains `.`, `..` or an empty segment; paths must stay inside the workspace", r.URL.Path))
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// authenticate answers 401 unless the request carries the bearer token.
+func (s *Server) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		sum := sha256.Sum256([]byte(got))
+		if !ok || subtle.ConstantTimeCompare(sum[:], s.tokenHash[:]) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="codes-sandbox"`)
+			writeError(w, &Error{Status: http.StatusUnauthorized, Code: "unauthorized",
+				Message: "send the worker's API token as `Authorization: Bearer TOKEN`"})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// endpoint adapts a handler that returns an error: an error before anything
+// was written becomes the JSON error answer; after, the connection is cut so
+// the client cannot take a partial answer for a whole one.
+func (s *Server) endpoint(h func(*Server, http.ResponseWriter, *http.Request) error) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		lw, _ := w.(*logWriter)
+		err := h(s, w, r)
+		if err == nil {
+			return
+		}
+		apiErr := toError(err)
+		if apiErr.Status >= 500 {
+			s.cfg.Logger.LogAttrs(r.Context(), slog.LevelError, "worker api fault",
+				slog.String("route", r.Pattern), slog.String("error", err.Error()))
+		}
+		if lw != nil && lw.wrote {
+			panic(http.ErrAbortHandler)
+		}
+		writeError(w, apiErr)
+	})
+}

@@ -1,0 +1,89 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"openvibe.network/agentsandbox/sandbox"
+)
+
+// DefaultSelfTestInterval is how often the daemon repeats the self-test.
+const DefaultSelfTestInterval = 5 * time.Minute
+
+// SelfTester runs the self-test one at a time and keeps the last result. It
+// is safe for concurrent use.
+type SelfTester struct {
+	deps Deps
+	run  sync.Mutex // one self-test at a time
+	mu   sync.Mutex
+	last *Result
+}
+
+// NewSelfTester returns a SelfTester for deps.
+func NewSelfTester(deps Deps) *SelfTester { return &SelfTester{deps: deps} }
+
+// Run runs a self-test now (after any running one finishes), keeps it as the
+// last result and returns it. When every slot is busy and an earlier result
+// exists, that result is kept and returned: a busy worker is not a broken one.
+func (s *SelfTester) Run(ctx context.Context) Result {
+	s.run.Lock()
+	defer s.run.Unlock()
+	res := SelfTest(ctx, s.deps)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if res.Busy && s.last != nil {
+		s.deps.logger().Info("self-test skipped: every slot is in use; keeping the last result")
+		return *s.last
+	}
+	s.last = &res
+	return res
+}
+
+// Last returns a copy of the last result, nil before the first one.
+func (s *SelfTester) Last() *Result {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.last == nil {
+		return nil
+	}
+	r := *s.last
+	return &r
+}
+
+// Every runs a self-test every interval until ctx is done (the first one
+// after interval: run one at start with Run). sleep is the clock (nil: a
+// timer).
+func (s *SelfTester) Every(ctx context.Context, interval time.Duration, sleep func(context.Context, time.Duration) error) {
+	if sleep == nil {
+		sleep = sleepTimer
+	}
+	for sleep(ctx, interval) == nil {
+		s.Run(ctx)
+	}
+}
+
+// GlobInspector returns a Deps.Inspect that finds a sandbox on the host by
+// the sandbox runtime's layout: its control directory stateDir/rt-*/ID and
+// its cgroup directories cgroupRoot[/CONTROLLER]/codes-sandbox/ID. Its error
+// says when either is not found.
+func GlobInspector(stateDir, cgroupRoot string) func(sandbox.Info) (HostView, error) {
+	return func(info sandbox.Info) (HostView, error) {
+		id := filepath.Base(info.ID)
+		dirs, _ := filepath.Glob(filepath.Join(stateDir, "rt-*", id))
+		cg, _ := filepath.Glob(filepath.Join(cgroupRoot, "codes-sandbox", id))
+		cg1, _ := filepath.Glob(filepath.Join(cgroupRoot, "*", "codes-sandbox", id))
+		v := HostView{UID: info.HostUID, Dirs: dirs, Cgroups: append(cg, cg1...)}
+		switch {
+		case len(v.Dirs) == 0:
+			return v, fmt.Errorf("inspect sandbox: no control directory under %s", stateDir)
+		case len(v.Cgroups) == 0:
+			return v, fmt.Errorf("inspect sandbox: no cgroup under %s", cgroupRoot)
+		case v.UID <= 0:
+			return v, fmt.Errorf("inspect sandbox: host uid %d", v.UID)
+		}
+		return v, nil
+	}
+}

@@ -1,0 +1,217 @@
+package worker
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// evaluate turns what the self-test saw into a Result: each check passes
+// only on positive evidence, and each failure carries a reason for a person.
+func evaluate(obs *observation) Result {
+	res := Result{Checks: map[string]bool{}, Reasons: []string{}}
+	judges := map[string]func(*observation) string{
+		CheckNetworkNamespace:     judgeNetworkNamespace,
+		CheckNoDirectEgress:       judgeDirectEgress,
+		CheckEgressRefusesPrivate: judgeEgress,
+		CheckCleanEnv:             judgeCleanEnv,
+		CheckNoHostFiles:          judgeHostFiles,
+		CheckNoCapabilities:       judgeCapabilities,
+		CheckSeccomp:              judgeSeccomp,
+		CheckLimits:               judgeLimits,
+		CheckWipe:                 judgeWipe,
+	}
+	for _, c := range Checks {
+		why := ""
+		if obs.setup != "" && c != CheckWipe {
+			why = "the probe did not run: " + obs.setup
+		} else {
+			why = judges[c](obs)
+		}
+		res.Checks[c] = why == ""
+		if why != "" {
+			res.Reasons = append(res.Reasons, trimReason(c+": "+why))
+		}
+	}
+	res.Passed = len(res.Reasons) == 0
+	res.UserNamespace = obs.setup == "" && userNamespace(obs)
+	res.Busy = obs.busy
+	return res
+}
+
+// first returns the first value of the probe's line key, and whether there
+// was one.
+func (o *observation) first(key string) (string, bool) {
+	v, ok := o.lines[key]
+	if !ok || len(v) == 0 {
+		return "", false
+	}
+	return strings.TrimSpace(v[0]), true
+}
+
+func judgeNetworkNamespace(o *observation) string {
+	dev, ok1 := o.first("netdev")
+	route, ok2 := o.first("route")
+	switch {
+	case !ok1 || !ok2:
+		return "the probe printed no interfaces or routes"
+	case dev != "lo":
+		return fmt.Sprintf("the sandbox sees network interfaces %q (only lo expected)", dev)
+	case route != "0":
+		return fmt.Sprintf("the sandbox sees %s IPv4 route(s) (none expected)", route)
+	}
+	return ""
+}
+
+func judgeDirectEgress(o *observation) string {
+	direct, ok := o.first("direct")
+	switch {
+	case o.canaryConns > 0:
+		return fmt.Sprintf("the canary listener on the host's %s received %d connection(s) from the sandbox", o.canaryAddr, o.canaryConns)
+	case !ok:
+		return "the probe did not try a direct connection"
+	case direct != "failed":
+		return fmt.Sprintf("a direct connection from the sandbox to the host's %s succeeded", o.canaryAddr)
+	}
+	return ""
+}
+
+func judgeEgress(o *observation) string {
+	var problems []string
+	answers := o.lines["proxy"]
+	switch {
+	case !o.egress:
+		problems = append(problems, "the probe sandbox has no egress proxy, so its refusals cannot be proved")
+	case len(answers) == 0 || strings.TrimSpace(answers[0]) == "none":
+		problems = append(problems, "the sandbox has no proxy address (HTTP_PROXY unset): egress is unavailable")
+	default:
+		for _, a := range answers {
+			f := strings.Fields(a) // kind target status
+			if len(f) != 3 || f[2] != "403" {
+				problems = append(problems, fmt.Sprintf("the proxy did not refuse with 403: %s", strings.TrimSpace(a)))
+			}
+		}
+		if len(answers) < 4 {
+			problems = append(problems, fmt.Sprintf("the proxy was asked %d of 4 private targets", len(answers)))
+		}
+	}
+	if o.canaryConns > 0 {
+		problems = append(problems, fmt.Sprintf("the canary listener on %s was reached", o.canaryAddr))
+	}
+	problems = append(problems, o.guard...)
+	return strings.Join(problems, "; ")
+}
+
+func judgeCleanEnv(o *observation) string {
+	n, ok := o.first("environ_read")
+	switch {
+	case o.canaryEnv != "" && strings.Contains(o.out, o.canaryEnv):
+		return "a canary variable of the worker's environment is visible in the sandbox"
+	case !ok || !slices.Contains(o.lines["env-end"], ""):
+		return "the probe did not list the sandbox's environments"
+	case n == "0":
+		return "the probe could read no /proc/*/environ, so the environment was not proved clean"
+	}
+	return ""
+}
+
+func judgeHostFiles(o *observation) string {
+	if _, ok := o.first("hostfiles"); !ok {
+		return "the probe did not look for host files"
+	}
+	if seen := o.lines["hostfile"]; len(seen) > 0 {
+		return "host files are visible in the sandbox: " + strings.Join(seen, ", ")
+	}
+	return ""
+}
+
+func judgeCapabilities(o *observation) string {
+	st := o.status()
+	var problems []string
+	for _, k := range []string{"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"} {
+		v, ok := st[k]
+		if !ok {
+			problems = append(problems, k+" not reported")
+		} else if n, err := strconv.ParseUint(v, 16, 64); err != nil || n != 0 {
+			problems = append(problems, fmt.Sprintf("%s is %s", k, v))
+		}
+	}
+	if st["NoNewPrivs"] != "1" {
+		problems = append(problems, fmt.Sprintf("NoNewPrivs is %q (1 expected)", st["NoNewPrivs"]))
+	}
+	if len(problems) > 0 {
+		return "the sandbox holds capabilities or may gain them: " + strings.Join(problems, ", ")
+	}
+	return ""
+}
+
+func judgeSeccomp(o *observation) string {
+	st := o.status()
+	code, _ := o.first("unshare")
+	switch {
+	case st["Seccomp"] != "2":
+		return fmt.Sprintf("the sandbox's processes are not under a seccomp filter (Seccomp: %q, 2 expected)", st["Seccomp"])
+	case code == "":
+		return "the probe did not try to create a user namespace"
+	case code == "0":
+		return "the sandbox could create a new user namespace (unshare -U succeeded)"
+	case code == "127":
+		return "unshare is not installed, so the filter's refusal could not be probed"
+	}
+	return ""
+}
+
+func judgeLimits(o *observation) string {
+	problems := slices.Clone(o.limits)
+	if _, ok := o.lines["fork-begin"]; !ok {
+		problems = append(problems, "the probe did not reach its process-limit test")
+	} else {
+		spawned := 0
+		for _, v := range o.lines["spawned"] {
+			if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && n > spawned {
+				spawned = n
+			}
+		}
+		if spawned >= probeForks || spawned >= ProbeLimits.Pids {
+			problems = append(problems, fmt.Sprintf("the sandbox started %d processes under a pids limit of %d", spawned, ProbeLimits.Pids))
+		}
+	}
+	if len(o.lines["cgroup"]) == 0 {
+		problems = append(problems, "the probe could not read its own cgroup")
+	}
+	return strings.Join(problems, "; ")
+}
+
+func judgeWipe(o *observation) string {
+	if !o.wiped {
+		return "no probe sandbox was created, so no wipe was tested"
+	}
+	return strings.Join(o.wipe, "; ")
+}
+
+// status returns the probe's /proc/self/status lines by key.
+func (o *observation) status() map[string]string {
+	st := map[string]string{}
+	for _, l := range o.lines["status"] {
+		if k, v, ok := strings.Cut(strings.TrimSpace(l), " "); ok {
+			st[k] = strings.TrimSpace(v)
+		}
+	}
+	return st
+}
+
+// userNamespace reports whether the probe's uid map is not the host's
+// identity map.
+func userNamespace(o *observation) bool {
+	maps := o.lines["uid_map"]
+	if len(maps) == 0 {
+		return false
+	}
+	for _, m := range maps {
+		if strings.Join(strings.Fields(m), " ") == "0 0 4294967295" {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,136 @@
+package worker
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"openvibe.network/agentsandbox/sandbox"
+)
+
+// probeTimeout bounds the probe's one exec.
+const probeTimeout = 10 * time.Second
+
+// observation is everything the self-test saw; evaluate turns it into checks.
+type observation struct {
+	// setup is why the probe could not run at all (no sandbox, no exec).
+	setup string
+	// lines are the probe's output lines by first word; out is its whole
+	// output (stdout and stderr).
+	lines map[string][]string
+	out   string
+	exit  sandbox.ExecResult
+	// canaryEnv is the value the worker put in its own environment;
+	// canaryAddr the listener on the host's loopback and canaryConns the
+	// connections it accepted.
+	canaryEnv   string
+	canaryAddr  string
+	canaryConns int64
+	// guard, limits and wipe are the problems the host-side looks found.
+	guard  []string
+	limits []string
+	wipe   []string
+	egress bool
+	// wiped is true once the probe sandbox was deleted; busy when no slot
+	// was free for it.
+	wiped, busy bool
+}
+
+// observe runs the probe and the host-side looks.
+func observe(ctx context.Context, d Deps) *observation {
+	obs := &observation{egress: d.Egress, lines: map[string][]string{}}
+	obs.guard = guardVerdicts(ctx, d.Guard)
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		obs.setup = fmt.Sprintf("cannot open the canary listener: %v", err)
+		return obs
+	}
+	var conns atomic.Int64
+	var wg sync.WaitGroup
+	wg.Go(func() { countConns(ln, &conns) })
+	defer func() { ln.Close(); wg.Wait(); obs.canaryConns = conns.Load() }()
+	obs.canaryAddr = ln.Addr().String()
+
+	name := "CODES_SANDBOX_SELFTEST_CANARY_" + randomHex(4)
+	obs.canaryEnv = "canary-" + randomHex(16)
+	os.Setenv(name, obs.canaryEnv)
+	defer os.Unsetenv(name)
+
+	files, cleanup, err := writeCanaries(d.CanaryDirs)
+	if err != nil {
+		obs.setup = err.Error()
+		return obs
+	}
+	defer cleanup()
+
+	info, err := d.Sandboxes.Create(ctx, sandbox.Options{TimeBox: sandbox.DefaultTimeBox, Limits: ProbeLimits, Egress: d.Egress})
+	if err != nil {
+		obs.setup = fmt.Sprintf("cannot create the probe sandbox: %v", err)
+		obs.busy = errors.Is(err, sandbox.ErrCapacity)
+		return obs
+	}
+	view, viewErr := d.Inspect(info)
+	runProbe(ctx, d, info, obs, files)
+	pids, _ := d.Sandboxes.HostPids(info.ID)
+	if viewErr != nil {
+		obs.limits = append(obs.limits, fmt.Sprintf("cannot find the sandbox on the host: %v", viewErr))
+	} else {
+		obs.limits = append(obs.limits, checkCgroups(view.Cgroups, ProbeLimits)...)
+		members, problems := checkMembers(d.ProcRoot, view)
+		obs.limits = append(obs.limits, problems...)
+		pids = append(pids, members...)
+	}
+	rep, err := d.Sandboxes.Delete(context.WithoutCancel(ctx), info.ID)
+	obs.wipe, obs.wiped = checkWipe(rep, err, view, viewErr, pids, d.ProcRoot), true
+	return obs
+}
+
+// runProbe runs the probe script once and records its output.
+func runProbe(ctx context.Context, d Deps, info sandbox.Info, obs *observation, files []string) {
+	argv := append([]string{"/bin/bash", "-c", probeScript, "probe", obs.canaryAddr}, files...)
+	var out bytes.Buffer
+	w := &lockedWriter{w: &out}
+	res, err := d.Sandboxes.Exec(ctx, info.ID, sandbox.ExecRequest{Argv: argv, Timeout: probeTimeout}, w, w)
+	if err != nil {
+		obs.setup = fmt.Sprintf("cannot run the probe in the sandbox: %v", err)
+		return
+	}
+	obs.exit = res
+	obs.out = out.String()
+	for _, l := range strings.Split(obs.out, "\n") {
+		k, v, _ := strings.Cut(l, " ")
+		obs.lines[k] = append(obs.lines[k], v)
+	}
+}
+
+// lockedWriter serialises writes from the stdout and stderr streams.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// countConns accepts (and closes) every connection to the canary listener.
+func countConns(ln net.Listener, n *atomic.Int64) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		n.Add(1)
+		c.Close()
+	}
+}

@@ -1,0 +1,101 @@
+package worker
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"openvibe.network/agentsandbox/egress"
+	"openvibe.network/agentsandbox/internal/testenv"
+	"openvibe.network/agentsandbox/sandbox"
+)
+
+func TestMain(m *testing.M) {
+	if code, ok := sandbox.MaybeReexec(sandbox.InitHooks{Bridge: egress.Bridge}); ok {
+		os.Exit(code)
+	}
+	os.Exit(m.Run())
+}
+
+// realDeps starts a runtime with the real egress proxy (whose guard has no
+// resolver: only literals, nothing is ever resolved) in a fresh state dir.
+func realDeps(t *testing.T, withEgress bool) Deps {
+	t.Helper()
+	testenv.RequireSandbox(t)
+	log := slog.New(slog.NewTextHandler(testWriter{t}, nil))
+	guard := egress.NewGuard(egress.GuardConfig{})
+	var att sandbox.EgressAttacher
+	if withEgress {
+		p, err := egress.NewProxy(egress.ProxyConfig{Guard: guard, Logger: log})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p.Close() })
+		att = p
+	}
+	state, err := os.MkdirTemp("/run", "worker-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(state, 0o755)
+	t.Cleanup(func() { os.RemoveAll(state) })
+	rt, err := sandbox.NewRuntime(sandbox.Config{Capacity: 1, StateDir: state, Egress: att, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := rt.Close(); err != nil {
+			t.Errorf("close runtime: %v", err)
+		}
+	})
+	return Deps{
+		Sandboxes: rt, Guard: guard, Inspect: GlobInspector(state, "/sys/fs/cgroup"),
+		CanaryDirs: []string{state, t.TempDir()}, Egress: withEgress, Logger: log,
+	}
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// TestSelfTestReal runs the self-test in a real sandbox: every check must
+// pass and the facts must be provable.
+func TestSelfTestReal(t *testing.T) {
+	d := realDeps(t, true)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res := SelfTest(ctx, d)
+	t.Logf("self-test took %v", res.Duration)
+	if !res.Passed {
+		t.Fatalf("self-test failed: %q", res.Reasons)
+	}
+	if !res.UserNamespace {
+		t.Error("the probe did not run in its own user namespace")
+	}
+}
+
+// TestSelfTestRealWithoutEgress proves that a worker without its proxy
+// cannot claim the egress fact, and the reason says so.
+func TestSelfTestRealWithoutEgress(t *testing.T) {
+	d := realDeps(t, false)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res := SelfTest(ctx, d)
+	if res.Passed || res.Checks[CheckEgressRefusesPrivate] {
+		t.Fatalf("self-test passed without egress: %+v", res)
+	}
+	for _, c := range Checks {
+		if c != CheckEgressRefusesPrivate && !res.Checks[c] {
+			t.Errorf("check %s failed: %q", c, res.Reasons)
+		}
+	}
+	if !strings.Contains(strings.Join(res.Reasons, " "), "no egress proxy") {
+		t.Errorf("reasons %q", res.Reasons)
+	}
+}

@@ -1,0 +1,146 @@
+package worker
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"openvibe.network/agentsandbox/contract"
+)
+
+func passed() *Result {
+	r := &Result{Checks: map[string]bool{}, Passed: true, UserNamespace: true, CheckedAt: time.Date(2026, 11, 7, 12, 0, 0, 0, time.UTC)}
+	for _, c := range Checks {
+		r.Checks[c] = true
+	}
+	return r
+}
+
+func failing(checks ...string) *Result {
+	r := passed()
+	r.Passed = false
+	for _, c := range checks {
+		r.Checks[c] = false
+		r.Reasons = append(r.Reasons, c+": broken")
+	}
+	return r
+}
+
+func validate(t *testing.T, r contract.WorkerCheckIn) (contract.Result, map[string]any) {
+	t.Helper()
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := contract.ValidateJSON(contract.WorkerCheckInName, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	return res, m
+}
+
+var self = Self{WorkerID: "sbw-test", Version: "0.1.0", Bubblewrap: "0.8.0"}
+
+func TestBuildReportAllProved(t *testing.T) {
+	now := time.Date(2026, 11, 7, 12, 0, 5, 0, time.UTC)
+	res, m := validate(t, BuildReport(self, passed(), 2, 1, now))
+	if !res.Valid {
+		t.Fatalf("report refused: %+v", res.Errors)
+	}
+	iso := m["isolation"].(map[string]any)
+	want := map[string]any{
+		"host_network": false, "credentials": false, "profile": false, "egress_proxy": true, "workspace": "ephemeral",
+		"sandbox": "bubblewrap", "bubblewrap": "0.8.0", "user_namespace": true, "network_namespace": true,
+		"host_credentials": "none", "host_files": "none", "capabilities": "none", "seccomp": true,
+	}
+	for k, v := range want {
+		if iso[k] != v {
+			t.Errorf("isolation.%s = %v, want %v", k, iso[k], v)
+		}
+	}
+	lim := iso["limits"].(map[string]any)
+	if lim["enforced"] != true || lim["memory_mb"] != float64(2048) || lim["pids"] != float64(256) {
+		t.Errorf("limits = %v", lim)
+	}
+	if m["ready"] != true || m["service"] != "codes-sandbox" || m["capacity"] != float64(2) || m["active"] != float64(1) ||
+		m["checked_at"] != "2026-11-07T12:00:00.000Z" || m["at"] != "2026-11-07T12:00:05.000Z" || m["browser"] != false {
+		t.Errorf("report = %v", m)
+	}
+}
+
+// TestBuildReportClaimsOnlyProved fails one check at a time and asserts the
+// facts it proves are left out (so Live refuses), and the others stay.
+func TestBuildReportClaimsOnlyProved(t *testing.T) {
+	tests := []struct {
+		check   string
+		missing []string
+	}{
+		{CheckNetworkNamespace, []string{"host_network", "network_namespace"}},
+		{CheckNoDirectEgress, []string{"host_network", "egress_proxy", "egress"}},
+		{CheckEgressRefusesPrivate, []string{"egress_proxy", "egress"}},
+		{CheckCleanEnv, []string{"credentials", "host_credentials"}},
+		{CheckNoHostFiles, []string{"credentials", "profile", "host_files", "host_credentials"}},
+		{CheckNoCapabilities, []string{"capabilities"}},
+		{CheckSeccomp, []string{"seccomp"}},
+		{CheckWipe, []string{"workspace", "workspace_kind"}},
+		{CheckLimits, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.check, func(t *testing.T) {
+			res, m := validate(t, BuildReport(self, failing(tc.check), 2, 0, time.Now()))
+			iso := m["isolation"].(map[string]any)
+			for _, k := range tc.missing {
+				if _, ok := iso[k]; ok {
+					t.Errorf("isolation.%s claimed though %s failed", k, tc.check)
+				}
+			}
+			facts := 0
+			for _, k := range tc.missing {
+				if strings.Contains("host_network credentials profile egress_proxy workspace", k) {
+					facts++
+				}
+			}
+			if res.Valid != (facts == 0) {
+				t.Errorf("valid = %v with %d facts missing (errors %v)", res.Valid, facts, res.Errors)
+			}
+			if m["ready"] != false || len(m["reasons"].([]any)) != 1 {
+				t.Errorf("ready %v reasons %v", m["ready"], m["reasons"])
+			}
+			if tc.check == CheckLimits && iso["limits"].(map[string]any)["enforced"] != false {
+				t.Errorf("limits claimed enforced though the check failed")
+			}
+		})
+	}
+}
+
+func TestBuildReportBeforeSelfTest(t *testing.T) {
+	res, m := validate(t, BuildReport(self, nil, 1, 0, time.Now()))
+	if res.Valid {
+		t.Fatal("a report before any self-test must not claim the facts")
+	}
+	if _, ok := m["checked_at"]; !ok || m["checked_at"] != nil || m["ready"] != false {
+		t.Errorf("checked_at = %v ready = %v", m["checked_at"], m["ready"])
+	}
+	if len(res.Errors) != 5 {
+		t.Errorf("errors = %v, want the five facts missing", res.Errors)
+	}
+}
+
+func TestBuildReportCapsReasons(t *testing.T) {
+	r := failing(Checks...)
+	r.Reasons = append(r.Reasons, strings.Repeat("é", 900), "x", "y")
+	res, m := validate(t, BuildReport(Self{WorkerID: strings.Repeat("w", 100)}, r, 1, 0, time.Now()))
+	for _, e := range res.Errors {
+		if !strings.HasPrefix(e.Path, "/isolation") {
+			t.Errorf("unexpected violation %v", e)
+		}
+	}
+	if n := len(m["reasons"].([]any)); n != 10 {
+		t.Errorf("%d reasons, want 10", n)
+	}
+}

@@ -1,0 +1,214 @@
+// Package worker is the sandbox worker daemon's core: the self-test that
+// proves each isolation fact with probes in a real sandbox, the check-in
+// report built from what it proved, and the loop that checks in with Live.
+// The HTTP API for OpenVibe.Codes is its subpackage worker/api.
+package worker
+
+import (
+	"context"
+	"crypto/rand"
+	_ "embed"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"openvibe.network/agentsandbox/egress"
+	"openvibe.network/agentsandbox/sandbox"
+)
+
+// The self-test's checks, in the order they are shown.
+const (
+	CheckNetworkNamespace     = "network_namespace"
+	CheckNoDirectEgress       = "no_direct_egress"
+	CheckEgressRefusesPrivate = "egress_refuses_private"
+	CheckCleanEnv             = "clean_env"
+	CheckNoHostFiles          = "no_host_files"
+	CheckNoCapabilities       = "no_capabilities"
+	CheckSeccomp              = "seccomp"
+	CheckLimits               = "limits"
+	CheckWipe                 = "wipe"
+)
+
+// Checks lists every check of the self-test in display order.
+var Checks = []string{
+	CheckNetworkNamespace, CheckNoDirectEgress, CheckEgressRefusesPrivate, CheckCleanEnv,
+	CheckNoHostFiles, CheckNoCapabilities, CheckSeccomp, CheckLimits, CheckWipe,
+}
+
+// ProbeLimits are the small limits of the self-test's sandbox. The probe
+// starts more processes than ProbeLimits.Pids to prove the limit holds.
+var ProbeLimits = sandbox.Limits{MemoryMB: 256, DiskMB: 16, Pids: 32, CPUPercent: 50}
+
+// probeForks is how many processes the probe tries to start.
+const probeForks = 64
+
+//go:embed probe.sh
+var probeScript string
+
+// Result is the outcome of one self-test.
+type Result struct {
+	// Checks maps every check name to whether it passed.
+	Checks map[string]bool `json:"checks"`
+	// Reasons say, for a person, why each failing check failed.
+	Reasons []string `json:"reasons"`
+	// CheckedAt is when the self-test started.
+	CheckedAt time.Time `json:"checked_at"`
+	// Passed is true only when every check passed.
+	Passed bool `json:"passed"`
+	// UserNamespace is true when the probe ran in its own user namespace
+	// (its uid map is not the host's identity map).
+	UserNamespace bool `json:"-"`
+	// Duration is how long the self-test took.
+	Duration time.Duration `json:"-"`
+	// Busy is true when every slot was in use, so the probe could not run
+	// (its checks failed for that reason only).
+	Busy bool `json:"-"`
+}
+
+// Sandboxes is what the self-test needs of a sandbox runtime;
+// *sandbox.Runtime implements it.
+type Sandboxes interface {
+	Create(ctx context.Context, opts sandbox.Options) (sandbox.Info, error)
+	Exec(ctx context.Context, id string, req sandbox.ExecRequest, stdout, stderr io.Writer) (sandbox.ExecResult, error)
+	Delete(ctx context.Context, id string) (sandbox.WipeReport, error)
+	HostPids(id string) ([]int, error)
+}
+
+// Guard is what the self-test asks of the egress guard: a verdict on a
+// destination, decided without connecting; *egress.Guard implements it.
+type Guard interface {
+	Check(ctx context.Context, hostport string) egress.Verdict
+}
+
+// HostView says where a sandbox lives on the host, so the self-test can look
+// at it from outside, independently of the runtime's own wipe report.
+type HostView struct {
+	// UID is the host uid the sandbox's processes run as.
+	UID int
+	// Dirs are the sandbox's host directories (state, control) that the
+	// wipe must remove.
+	Dirs []string
+	// Cgroups are the sandbox's cgroup directories (one on v2, one per
+	// controller on v1).
+	Cgroups []string
+}
+
+// Deps are what SelfTest works with. Sandboxes, Guard and Inspect are
+// required.
+type Deps struct {
+	Sandboxes Sandboxes
+	Guard     Guard
+	// Inspect returns where the sandbox info lives on the host.
+	Inspect func(info sandbox.Info) (HostView, error)
+	// CanaryDirs are host directories where the self-test writes a canary
+	// file that must be invisible in the sandbox (the worker's state
+	// directory, its home).
+	CanaryDirs []string
+	// Egress gives the probe sandbox the egress proxy; without it
+	// egress_refuses_private cannot be proved and fails.
+	Egress bool
+	// ProcRoot is the host's /proc (default "/proc").
+	ProcRoot string
+	Logger   *slog.Logger
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// PrivateTargets are the destinations the guard must refuse, asked without
+// connecting (ports 80 and 443 so only the address decides).
+var PrivateTargets = []string{
+	"10.0.0.1:443", "172.16.0.1:443", "192.168.1.1:443", "169.254.169.254:80", "100.64.0.1:443",
+	"[fd00::1]:443", "[::1]:443", "127.0.0.1:80",
+}
+
+// SelfTest runs the nine checks in one short-lived sandbox with ProbeLimits:
+// one exec of the probe script, host-side looks at the sandbox's cgroup and
+// processes, the guard's verdicts, then the wipe and an independent look at
+// what is left. A check that cannot be run fails with the reason; SelfTest
+// never returns an error.
+func SelfTest(ctx context.Context, d Deps) Result {
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	d.Logger = d.logger()
+	if d.ProcRoot == "" {
+		d.ProcRoot = "/proc"
+	}
+	start := d.Now()
+	obs := observe(ctx, d)
+	res := evaluate(obs)
+	res.CheckedAt, res.Duration = start, d.Now().Sub(start)
+	d.Logger.Info("self-test", "passed", res.Passed, "failed", failed(res.Checks), "duration", res.Duration)
+	return res
+}
+
+func (d Deps) logger() *slog.Logger {
+	if d.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return d.Logger
+}
+
+func failed(checks map[string]bool) []string {
+	var out []string
+	for _, c := range Checks {
+		if !checks[c] {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// guardVerdicts asks g about every private target and returns a problem for
+// each one it does not refuse as private.
+func guardVerdicts(ctx context.Context, g Guard) []string {
+	var problems []string
+	for _, t := range PrivateTargets {
+		v := g.Check(ctx, t)
+		switch {
+		case v.Allowed:
+			problems = append(problems, fmt.Sprintf("the egress guard allows %s", t))
+		case v.Reason != egress.ReasonPrivate && v.Reason != egress.ReasonSelf:
+			problems = append(problems, fmt.Sprintf("the egress guard refuses %s for %q, not as a private address", t, v.Reason))
+		}
+	}
+	return problems
+}
+
+// writeCanaries writes a canary file in a fresh subdirectory of each dir and
+// returns the file paths and a cleanup.
+func writeCanaries(dirs []string) ([]string, func(), error) {
+	var files, made []string
+	cleanup := func() {
+		for _, m := range made {
+			os.RemoveAll(m)
+		}
+	}
+	for _, dir := range dirs {
+		sub, err := os.MkdirTemp(dir, ".codes-sandbox-canary-")
+		if err != nil {
+			cleanup()
+			return nil, nil, fmt.Errorf("write canary: %w", err)
+		}
+		made = append(made, sub)
+		f := sub + "/canary"
+		if err := os.WriteFile(f, []byte("canary\n"), 0o600); err != nil {
+			cleanup()
+			return nil, nil, fmt.Errorf("write canary: %w", err)
+		}
+		files = append(files, f)
+	}
+	return files, cleanup, nil
+}
+
+func trimReason(s string) string { return truncate(strings.TrimSpace(s), 480) }

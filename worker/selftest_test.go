@@ -1,0 +1,309 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"openvibe.network/agentsandbox/egress"
+	"openvibe.network/agentsandbox/sandbox"
+)
+
+// fakeBox simulates a sandbox that keeps every property, with knobs that
+// break one property each, the way a broken sandbox would show it.
+type fakeBox struct {
+	tb   testing.TB
+	proc string // fake /proc
+	cg   string // fake cgroup dir
+	dir  string // fake sandbox state dir
+	uid  int
+	// break knobs
+	edit       func(lines []string) []string // rewrite the probe output
+	leakEnv    bool                          // the worker's env reaches the sandbox
+	dialCanary bool                          // the sandbox reaches the host's loopback
+	seeHost    bool                          // host files are mounted
+	cgroupPids string                        // pids.max on the host
+	outsidePid bool                          // a sandbox process escaped its cgroup
+	unverified bool                          // the runtime's wipe is not verified
+	leaveDir   bool                          // the wipe forgets the state dir
+	leaveProc  bool                          // a process survives the wipe
+	failCreate error
+	execArgv   []string
+	deleted    bool
+}
+
+func newFakeBox(tb testing.TB) *fakeBox {
+	tb.Helper()
+	root := tb.TempDir()
+	f := &fakeBox{tb: tb, proc: filepath.Join(root, "proc"), cg: filepath.Join(root, "cg", "codes-sandbox", "box1"), dir: filepath.Join(root, "box"), uid: 201000}
+	return f
+}
+
+func (f *fakeBox) writeFile(path, data string) {
+	f.tb.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		f.tb.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		f.tb.Fatal(err)
+	}
+}
+
+func (f *fakeBox) addProc(pid int, cgroup string) {
+	f.writeFile(filepath.Join(f.proc, strconv.Itoa(pid), "status"), fmt.Sprintf("Name:\tsleep\nUid:\t%d\t%d\t%d\t%d\n", f.uid, f.uid, f.uid, f.uid))
+	f.writeFile(filepath.Join(f.proc, strconv.Itoa(pid), "cgroup"), "0::"+cgroup+"\n")
+}
+
+func (f *fakeBox) Create(_ context.Context, opts sandbox.Options) (sandbox.Info, error) {
+	if f.failCreate != nil {
+		return sandbox.Info{}, f.failCreate
+	}
+	pids := strconv.Itoa(opts.Limits.Pids)
+	if f.cgroupPids != "" {
+		pids = f.cgroupPids
+	}
+	f.writeFile(filepath.Join(f.cg, "memory.max"), strconv.Itoa(opts.Limits.MemoryMB<<20)+"\n")
+	f.writeFile(filepath.Join(f.cg, "pids.max"), pids+"\n")
+	f.writeFile(filepath.Join(f.cg, "cpu.max"), fmt.Sprintf("%d 100000\n", opts.Limits.CPUPercent*1000))
+	f.writeFile(filepath.Join(f.dir, "ctl.sock"), "")
+	f.addProc(4242, "/codes-sandbox/box1")
+	if f.outsidePid {
+		f.addProc(4243, "/elsewhere")
+	}
+	f.writeFile(filepath.Join(f.proc, "1", "status"), "Name:\tinit\nUid:\t0\t0\t0\t0\n")
+	return sandbox.Info{ID: "box1"}, nil
+}
+
+func (f *fakeBox) Exec(_ context.Context, id string, req sandbox.ExecRequest, stdout, _ io.Writer) (sandbox.ExecResult, error) {
+	f.execArgv = req.Argv
+	canary, files := req.Argv[4], req.Argv[5:]
+	lines := goodProbeOutput(canary)
+	if f.leakEnv {
+		lines = append(lines, os.Environ()...)
+	}
+	if f.dialCanary {
+		if c, err := net.Dial("tcp", canary); err == nil {
+			c.Close()
+		}
+	}
+	if f.seeHost {
+		for _, p := range files {
+			if _, err := os.Stat(p); err == nil {
+				lines = append(lines, "hostfile "+p+" present")
+			}
+		}
+	}
+	if f.edit != nil {
+		lines = f.edit(lines)
+	}
+	io.WriteString(stdout, strings.Join(lines, "\n")+"\n")
+	return sandbox.ExecResult{}, nil
+}
+
+func (f *fakeBox) Delete(context.Context, string) (sandbox.WipeReport, error) {
+	f.deleted = true
+	if !f.leaveDir {
+		os.RemoveAll(f.dir)
+	}
+	if !f.leaveProc {
+		os.RemoveAll(filepath.Join(f.proc, "4242"))
+		os.RemoveAll(filepath.Join(f.proc, "4243"))
+	}
+	os.RemoveAll(f.cg)
+	if f.unverified {
+		return sandbox.WipeReport{Verified: false, Leftovers: []string{"mount /workspace"}}, nil
+	}
+	return sandbox.WipeReport{Verified: true}, nil
+}
+
+func (f *fakeBox) HostPids(string) ([]int, error) { return []int{4242}, nil }
+
+func (f *fakeBox) inspect(sandbox.Info) (HostView, error) {
+	return HostView{UID: f.uid, Dirs: []string{f.dir}, Cgroups: []string{f.cg}}, nil
+}
+
+func goodProbeOutput(canary string) []string {
+	out := []string{
+		"netdev lo", "route 0", "direct failed",
+		"proxy http " + canary + " 403", "proxy http 10.0.0.1:80 403",
+		"proxy http 169.254.169.254:80 403", "proxy connect 169.254.169.254:443 403",
+		"env-begin", "PATH=/usr/bin:/bin", "HOME=/workspace", "env-end", "environ_read 3",
+		"hostfiles checked",
+		"status CapInh 0000000000000000", "status CapPrm 0000000000000000", "status CapEff 0000000000000000",
+		"status CapBnd 0000000000000000", "status CapAmb 0000000000000000", "status NoNewPrivs 1", "status Seccomp 2",
+		"uid_map 1000 201000 1", "unshare 1", "cgroup 0::/", "fork-begin",
+	}
+	for i := 1; i <= 25; i++ {
+		out = append(out, "spawned "+strconv.Itoa(i))
+	}
+	return append(out, "end")
+}
+
+// replace returns an edit that replaces the line starting with prefix.
+func replace(prefix, with string) func([]string) []string {
+	return func(lines []string) []string {
+		for i, l := range lines {
+			if strings.HasPrefix(l, prefix) {
+				lines[i] = with
+			}
+		}
+		return lines
+	}
+}
+
+// allowAll is a broken guard that allows every destination.
+type allowAll struct{}
+
+func (allowAll) Check(context.Context, string) egress.Verdict {
+	return egress.Verdict{Allowed: true, Reason: egress.ReasonOK}
+}
+
+func runFake(t *testing.T, f *fakeBox, guard Guard, egressOn bool) Result {
+	t.Helper()
+	if guard == nil {
+		guard = egress.NewGuard(egress.GuardConfig{})
+	}
+	canaryDir := t.TempDir()
+	res := SelfTest(context.Background(), Deps{
+		Sandboxes: f, Guard: guard, Inspect: f.inspect, CanaryDirs: []string{canaryDir},
+		Egress: egressOn, ProcRoot: f.proc,
+	})
+	if ents, _ := os.ReadDir(canaryDir); len(ents) != 0 {
+		t.Errorf("canary files left in %s", canaryDir)
+	}
+	return res
+}
+
+func TestSelfTestPasses(t *testing.T) {
+	f := newFakeBox(t)
+	res := runFake(t, f, nil, true)
+	if !res.Passed || len(res.Reasons) != 0 || len(res.Checks) != len(Checks) {
+		t.Fatalf("result = %+v, want every check passed", res)
+	}
+	for _, c := range Checks {
+		if !res.Checks[c] {
+			t.Errorf("check %s failed", c)
+		}
+	}
+	if !res.UserNamespace || res.CheckedAt.IsZero() || !f.deleted {
+		t.Errorf("userns=%v checked_at=%v deleted=%v", res.UserNamespace, res.CheckedAt, f.deleted)
+	}
+	if f.execArgv[0] != "/bin/bash" || len(f.execArgv) != 6 {
+		t.Errorf("probe argv = %q", f.execArgv[:2])
+	}
+}
+
+// TestSelfTestFailsWhenBroken breaks one property at a time and asserts that
+// exactly the checks that prove it fail, with a reason saying why.
+func TestSelfTestFailsWhenBroken(t *testing.T) {
+	tests := []struct {
+		name   string
+		breaks func(f *fakeBox)
+		guard  Guard
+		noEgr  bool
+		fail   []string
+		reason string
+	}{
+		{"HostInterfaces", func(f *fakeBox) { f.edit = replace("netdev", "netdev lo eth0") }, nil, false,
+			[]string{CheckNetworkNamespace}, `interfaces "lo eth0"`},
+		{"HostRoutes", func(f *fakeBox) { f.edit = replace("route", "route 2") }, nil, false,
+			[]string{CheckNetworkNamespace}, "2 IPv4 route(s)"},
+		{"DirectEgress", func(f *fakeBox) { f.dialCanary = true }, nil, false,
+			[]string{CheckNoDirectEgress, CheckEgressRefusesPrivate}, "received 1 connection(s)"},
+		{"DirectConnectClaimed", func(f *fakeBox) { f.edit = replace("direct", "direct connected") }, nil, false,
+			[]string{CheckNoDirectEgress}, "direct connection"},
+		{"ProxyAllowsPrivate", func(f *fakeBox) { f.edit = replace("proxy http 10.0.0.1:80", "proxy http 10.0.0.1:80 200") }, nil, false,
+			[]string{CheckEgressRefusesPrivate}, "10.0.0.1:80 200"},
+		{"NoProxy", func(f *fakeBox) {
+			f.edit = func(l []string) []string {
+				return append([]string{"proxy none"}, filterOut(l, "proxy ")...)
+			}
+		}, nil, false, []string{CheckEgressRefusesPrivate}, "egress is unavailable"},
+		{"NoEgress", func(*fakeBox) {}, nil, true, []string{CheckEgressRefusesPrivate}, "no egress proxy"},
+		{"GuardAllowsPrivate", func(*fakeBox) {}, allowAll{}, false, []string{CheckEgressRefusesPrivate}, "the egress guard allows 10.0.0.1:443"},
+		{"EnvLeaks", func(f *fakeBox) { f.leakEnv = true }, nil, false, []string{CheckCleanEnv}, "canary variable"},
+		{"EnvNotRead", func(f *fakeBox) { f.edit = replace("environ_read", "environ_read 0") }, nil, false, []string{CheckCleanEnv}, "no /proc/*/environ"},
+		{"HostFilesMounted", func(f *fakeBox) { f.seeHost = true }, nil, false, []string{CheckNoHostFiles}, "/canary present"},
+		{"ShadowVisible", func(f *fakeBox) {
+			f.edit = replace("hostfiles checked", "hostfile /etc/shadow present\nhostfiles checked")
+		}, nil, false,
+			[]string{CheckNoHostFiles}, "/etc/shadow"},
+		{"CapEff", func(f *fakeBox) { f.edit = replace("status CapEff", "status CapEff 000001fffeffffff") }, nil, false,
+			[]string{CheckNoCapabilities}, "CapEff is 000001fffeffffff"},
+		{"NewPrivs", func(f *fakeBox) { f.edit = replace("status NoNewPrivs", "status NoNewPrivs 0") }, nil, false,
+			[]string{CheckNoCapabilities}, "NoNewPrivs"},
+		{"NoSeccomp", func(f *fakeBox) { f.edit = replace("status Seccomp", "status Seccomp 0") }, nil, false,
+			[]string{CheckSeccomp}, "not under a seccomp filter"},
+		{"UserNamespaceAllowed", func(f *fakeBox) { f.edit = replace("unshare", "unshare 0") }, nil, false,
+			[]string{CheckSeccomp}, "unshare -U succeeded"},
+		{"ForkUnbounded", func(f *fakeBox) { f.edit = replace("end", "spawned 64\nend") }, nil, false,
+			[]string{CheckLimits}, "started 64 processes"},
+		{"CgroupWrong", func(f *fakeBox) { f.cgroupPids = "max" }, nil, false, []string{CheckLimits}, "no pids limit"},
+		{"ProcessOutsideCgroup", func(f *fakeBox) { f.outsidePid = true }, nil, false, []string{CheckLimits}, "outside its cgroup: 4243"},
+		{"WipeUnverified", func(f *fakeBox) { f.unverified = true }, nil, false, []string{CheckWipe}, "did not verify the wipe"},
+		{"WipeLeavesDir", func(f *fakeBox) { f.leaveDir = true }, nil, false, []string{CheckWipe}, "still there after the wipe"},
+		{"WipeLeavesProcess", func(f *fakeBox) { f.leaveProc = true }, nil, false, []string{CheckWipe}, "process 4242 of the sandbox"},
+		{"NoSandbox", func(f *fakeBox) { f.failCreate = errors.New("no slot") }, nil, false, Checks, "cannot create the probe sandbox: no slot"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeBox(t)
+			tc.breaks(f)
+			if f.edit != nil {
+				edit := f.edit
+				f.edit = func(l []string) []string { return strings.Split(strings.Join(edit(l), "\n"), "\n") }
+			}
+			res := runFake(t, f, tc.guard, !tc.noEgr)
+			if res.Passed {
+				t.Fatalf("self-test passed with %s broken", tc.name)
+			}
+			for _, c := range Checks {
+				want := !contains(tc.fail, c)
+				if res.Checks[c] != want {
+					t.Errorf("check %s = %v, want %v (reasons %q)", c, res.Checks[c], want, res.Reasons)
+				}
+			}
+			if !strings.Contains(strings.Join(res.Reasons, "\n"), tc.reason) {
+				t.Errorf("reasons %q do not say %q", res.Reasons, tc.reason)
+			}
+		})
+	}
+}
+
+func filterOut(lines []string, prefix string) []string {
+	var out []string
+	for _, l := range lines {
+		if !strings.HasPrefix(l, prefix) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func TestSelfTestRestoresEnvironment(t *testing.T) {
+	f := newFakeBox(t)
+	runFake(t, f, nil, true)
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "CODES_SANDBOX_SELFTEST_CANARY_") {
+			t.Fatalf("canary left in the environment: %s", kv)
+		}
+	}
+	_ = time.Second
+}
