@@ -4,7 +4,7 @@ export PATH := /usr/local/go/bin:$(PATH)
 GO ?= go
 BIN := bin
 
-.PHONY: all build deps test demo bench clean
+.PHONY: all build deps test demo golden-check clean
 
 all: build
 
@@ -20,6 +20,10 @@ test: deps
 
 demo: deps build
 	scripts/demo.sh
+
+# golden-check: ajv (the JS SDK's validator) and the Go validator still agree on the golden corpus.
+golden-check:
+	scripts/golden-check.sh
 
 clean:
 	rm -rf $(BIN)

@@ -110,6 +110,14 @@ func TestValidateValues(t *testing.T) {
 		{"json-number-2.0", map[string]any{"capacity": json.Number("2.0"), "isolation": mustDecode(t, isolatedJSON)}, Result{Valid: true, Errors: []Error{}}},
 		{"invalid-utf8-string", map[string]any{"worker_id": "\xff", "isolation": mustDecode(t, isolatedJSON)}, Result{Valid: true, Errors: []Error{}}},
 		{"nil", nil, Result{Errors: []Error{{"", "must be object"}}}},
+		{"typed-check-in", seedCheckIn(), Result{Valid: true, Errors: []Error{}}},
+		{"typed-check-in-unproven-fact", WorkerCheckIn{Isolation: factsOnly(Isolation{HostNetwork: ptr(false)})}, Result{Errors: []Error{
+			{"/isolation", "must have required property 'credentials'"},
+			{"/isolation", "must have required property 'egress_proxy'"},
+			{"/isolation", "must have required property 'profile'"},
+			{"/isolation", "must have required property 'workspace'"},
+		}}},
+		{"raw-message", json.RawMessage(with(`"capacity":1.5`)), Result{Errors: []Error{{"/capacity", "must be integer"}}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -27,9 +27,11 @@ func (e *DecodeError) Error() string {
 }
 
 // DecodeStrict parses data as exactly one JSON value, more strictly than
-// encoding/json: it refuses invalid UTF-8, duplicate object keys at any depth,
-// trailing data after the value, numbers outside the range of a double (as
-// I-JSON, RFC 7493, does) and anything else that is not well-formed JSON.
+// encoding/json: it refuses invalid UTF-8 (and \u escapes of unpaired
+// surrogates), duplicate object keys at any depth, trailing data after the
+// value, numbers outside the range of a double (these three as I-JSON, RFC
+// 7493, does), nesting deeper than 10000 levels and anything else that is not
+// well-formed JSON.
 // Objects decode to map[string]any, arrays to []any, numbers to json.Number,
 // and strings, booleans and null to string, bool and nil.
 //
@@ -142,9 +144,23 @@ func describe(err error) error {
 		ptr = parentPointer(ptr)
 	}
 	if ptr != "" {
-		reason += " in " + string(ptr)
+		reason += " in " + shorten(string(ptr))
 	}
 	return &DecodeError{Offset: se.ByteOffset, Reason: reason}
+}
+
+// shorten cuts a long JSON Pointer (a deeply nested value) to keep the
+// message readable.
+func shorten(ptr string) string {
+	const max = 120
+	if len(ptr) <= max {
+		return ptr
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(ptr[cut]) {
+		cut--
+	}
+	return ptr[:cut] + "…"
 }
 
 func parentPointer(p jsontext.Pointer) jsontext.Pointer {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -37,6 +38,7 @@ func TestDecodeStrict(t *testing.T) {
 		{"ErrNonStringKey", `{1:2}`, "object member name must be a string at byte offset 1"},
 		{"ErrNumberOutOfRange", `{"capacity":-1e400}`, "number -1e400 is out of the range of a double at byte offset 12"},
 		{"ErrBareWord", `nul`, "unexpected end of input at byte offset 3"},
+		{"ErrTooDeep", `{"x":` + strings.Repeat("[", 10001), "exceeded max depth in /x" + strings.Repeat("/0", 59) + "… at byte offset 10004"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -178,7 +178,8 @@ func compile(data []byte) (*validator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parse schema: %w", err)
 	}
-	id, _ := doc.(map[string]any)["$id"].(string)
+	obj, _ := doc.(map[string]any)
+	id, _ := obj["$id"].(string)
 	if id == "" {
 		return nil, fmt.Errorf("schema has no $id")
 	}

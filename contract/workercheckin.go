@@ -92,7 +92,10 @@ func (w WorkerCheckIn) MarshalJSON() ([]byte, error) {
 }
 
 // UnmarshalJSON decodes a check-in. It does not validate; its error says which
-// field has the wrong JSON type or a time that is not RFC 3339.
+// field has the wrong JSON type or a time time.Parse cannot read as RFC 3339.
+// The contract accepts a few date-time spellings time.Parse does not (lower-case
+// t and z, a space separator, ±hhmm offsets, a leap second): consumers such as
+// Live check the raw JSON with ValidateJSON and need not decode it into this type.
 func (w *WorkerCheckIn) UnmarshalJSON(data []byte) error {
 	var wire checkInWire
 	if err := json.Unmarshal(data, &wire); err != nil {
@@ -135,13 +138,13 @@ type Isolation struct {
 	Extra map[string]any
 }
 
-// isolationFacts is the wire form of the five facts.
+// isolationFacts is the wire form of the five facts, for decoding.
 type isolationFacts struct {
-	HostNetwork *bool   `json:"host_network,omitempty"`
-	Credentials *bool   `json:"credentials,omitempty"`
-	Profile     *bool   `json:"profile,omitempty"`
-	EgressProxy *bool   `json:"egress_proxy,omitempty"`
-	Workspace   *string `json:"workspace,omitempty"`
+	HostNetwork *bool   `json:"host_network"`
+	Credentials *bool   `json:"credentials"`
+	Profile     *bool   `json:"profile"`
+	EgressProxy *bool   `json:"egress_proxy"`
+	Workspace   *string `json:"workspace"`
 }
 
 // factNames are the JSON names of the five facts.
@@ -191,13 +194,12 @@ func (iso *Isolation) UnmarshalJSON(data []byte) error {
 	if err := dec.Decode(&all); err != nil {
 		return fmt.Errorf("decode isolation: %w", err)
 	}
-	extra := maps.Clone(all)
 	for _, name := range factNames {
-		delete(extra, name)
+		delete(all, name)
 	}
-	if len(extra) == 0 {
-		extra = nil
+	if len(all) == 0 {
+		all = nil
 	}
-	*iso = Isolation{facts.HostNetwork, facts.Credentials, facts.Profile, facts.EgressProxy, facts.Workspace, extra}
+	*iso = Isolation{facts.HostNetwork, facts.Credentials, facts.Profile, facts.EgressProxy, facts.Workspace, all}
 	return nil
 }

@@ -71,12 +71,12 @@ func push(b *testing.B, c net.Conn, size int64, done chan int64) time.Duration {
 	return time.Since(start)
 }
 
-// BenchmarkTunnelThroughput copies 256 MiB per iteration directly to a
+// BenchmarkTunnelThroughput copies 64 MiB per iteration directly to a
 // loopback sink and the same through a CONNECT tunnel of the proxy (client
 // on the sandbox's unix socket), and through the in-sandbox bridge too;
 // it reports each rate and the ratios to direct.
 func BenchmarkTunnelThroughput(b *testing.B) {
-	const size = 256 << 20
+	const size = 64 << 20
 	tp := benchProxy(b)
 	addr, done := sink(b)
 	tp.dial.set(netip.AddrPortFrom(publicV4, 443), addr)

@@ -27,9 +27,12 @@ const (
 	ResolverAddr = "127.0.0.1:53"
 )
 
-// SyntheticPrefix holds the loopback addresses that the transparent-mode
+// syntheticPrefix holds the loopback addresses that the transparent-mode
 // resolver hands out, one per name.
-var SyntheticPrefix = netip.MustParsePrefix("127.77.0.0/16")
+var syntheticPrefix = netip.MustParsePrefix("127.77.0.0/16")
+
+// acceptPause is how long an accept loop waits after a failed accept.
+const acceptPause = 50 * time.Millisecond
 
 // refusalTimeout bounds the reading of a request that transparent mode
 // refuses on port 80.
@@ -40,7 +43,7 @@ var _ sandbox.EgressBridge = Bridge
 // Bridge runs inside the sandbox: it listens on BridgeAddr and forwards
 // every connection to the proxy socket at socketPath. When transparent, it
 // also serves a resolver on ResolverAddr (UDP and TCP) that answers every
-// name with a synthetic address of SyntheticPrefix, and listeners on ports
+// name with a synthetic address of 127.77.0.0/16, and listeners on ports
 // 80 and 443 of every local address that turn a connection to a synthetic
 // address into a CONNECT for its name. It returns once every listener
 // accepts, with the proxy variables to add to every command; everything
@@ -51,7 +54,7 @@ func Bridge(ctx context.Context, socketPath string, transparent bool) (map[strin
 	if transparent {
 		cfg.dns = ResolverAddr
 		cfg.listen = map[uint16]string{80: "0.0.0.0:80", 443: "0.0.0.0:443"}
-		cfg.synthetic = SyntheticPrefix
+		cfg.synthetic = syntheticPrefix
 	}
 	b, err := startBridge(ctx, cfg)
 	if err != nil {
@@ -128,16 +131,17 @@ func startBridge(ctx context.Context, cfg bridgeConfig) (*bridge, error) {
 }
 
 // serveListener hands every accepted connection to handle, in its own
-// goroutine, until the listener is closed.
+// goroutine, until the listener is closed; other accept errors (out of file
+// descriptors) pause it briefly.
 func serveListener(ln net.Listener, handle func(net.Conn)) {
 	for {
 		c, err := ln.Accept()
-		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
-			}
+		if errors.Is(err, net.ErrClosed) {
 			return
+		}
+		if err != nil {
+			time.Sleep(acceptPause)
+			continue
 		}
 		go handle(c)
 	}

@@ -27,7 +27,7 @@ func startTestBridge(tb testing.TB, tp *testProxy, transparent bool) *bridge {
 	if transparent {
 		cfg.dns = "127.0.0.1:0"
 		cfg.listen = map[uint16]string{80: "0.0.0.0:0", 443: "0.0.0.0:0"}
-		cfg.synthetic = SyntheticPrefix
+		cfg.synthetic = syntheticPrefix
 	}
 	b, err := startBridge(ctx, cfg)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strings"
 )
@@ -82,11 +83,13 @@ func (p *Proxy) forward(a *attachment, c *meter, req *http.Request, rec *record)
 		p.answer(c.Conn, rec, ReasonUpstream, "write request: "+err.Error())
 		return
 	}
-	resp, err := finalResponse(bufio.NewReaderSize(mu, 64<<10), req, c)
+	lr := &io.LimitedReader{R: mu, N: maxHeaderBytes}
+	resp, err := finalResponse(bufio.NewReaderSize(lr, 64<<10), req, c)
 	if err != nil {
 		p.answer(c.Conn, rec, ReasonUpstream, "read response: "+err.Error())
 		return
 	}
+	lr.N = math.MaxInt64 // the header is read; the body is not bounded here
 	defer resp.Body.Close()
 	removeHop(resp.Header)
 	resp.Close = true

@@ -35,8 +35,8 @@ const (
 	ReasonUpstream     = "upstream-failed"    // the upstream answer was broken
 )
 
-// DefaultPorts are the only ports allowed when GuardConfig.Ports is empty.
-var DefaultPorts = []uint16{80, 443}
+// defaultPorts are the only ports allowed when GuardConfig.Ports is empty.
+var defaultPorts = []uint16{80, 443}
 
 // Resolver resolves a name to addresses; *net.Resolver implements it.
 type Resolver interface {
@@ -45,7 +45,7 @@ type Resolver interface {
 
 // GuardConfig configures a Guard.
 type GuardConfig struct {
-	// Ports are the allowed destination ports (default DefaultPorts).
+	// Ports are the allowed destination ports (default exactly 80 and 443).
 	Ports []uint16
 	// Resolver resolves names, once per check. Nil: names are refused with
 	// ReasonResolve (only literals pass); production passes net.DefaultResolver.
@@ -82,7 +82,7 @@ type Verdict struct {
 func NewGuard(cfg GuardConfig) *Guard {
 	ports := slices.Clone(cfg.Ports)
 	if len(ports) == 0 {
-		ports = slices.Clone(DefaultPorts)
+		ports = slices.Clone(defaultPorts)
 	}
 	return &Guard{ports: ports, resolver: cfg.Resolver, self: slices.Clone(cfg.Self)}
 }
@@ -197,4 +197,26 @@ func parsePort(s string) (uint16, Verdict) {
 		return 0, refuse(ReasonBadPort, "port %q is not canonical decimal 1-65535", s)
 	}
 	return uint16(n), Verdict{}
+}
+
+// InterfacePrefixes returns every address of this machine's interfaces as a
+// single-address prefix, for GuardConfig.Self. Errors: the interface
+// addresses cannot be listed.
+func InterfacePrefixes() ([]netip.Prefix, error) {
+	as, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil, fmt.Errorf("interface addresses: %w", err)
+	}
+	var out []netip.Prefix
+	for _, a := range as {
+		ipn, ok := a.(*net.IPNet)
+		if !ok {
+			continue
+		}
+		if addr, ok := netip.AddrFromSlice(ipn.IP); ok {
+			addr = addr.Unmap()
+			out = append(out, netip.PrefixFrom(addr, addr.BitLen()))
+		}
+	}
+	return out, nil
 }

@@ -293,3 +293,17 @@ func TestGuardDialRefusesLoopbackListener(t *testing.T) {
 	default:
 	}
 }
+
+func TestInterfacePrefixes(t *testing.T) {
+	ps, err := InterfacePrefixes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(ps, netip.MustParsePrefix("127.0.0.1/32")) {
+		t.Fatalf("%v lacks the loopback address", ps)
+	}
+	g := NewGuard(GuardConfig{Self: ps})
+	if v := g.Check(context.Background(), "127.0.0.1:80"); v.Reason != ReasonSelf {
+		t.Fatalf("own address: %+v, want %s", v, ReasonSelf)
+	}
+}

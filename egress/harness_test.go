@@ -212,3 +212,5 @@ func wantRefused(tb testing.TB, resp *http.Response, body string, status int, re
 			resp.Header.Get("X-Egress-Refused"), body, status, reason)
 	}
 }
+
+func newJSONLogger(w *syncBuffer) *slog.Logger { return slog.New(slog.NewJSONHandler(w, nil)) }

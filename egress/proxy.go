@@ -170,11 +170,16 @@ func (p *Proxy) accept(a *attachment) {
 	defer a.wg.Done()
 	for {
 		c, err := a.ln.Accept()
-		if err != nil {
-			if a.ctx.Err() == nil {
-				p.log.Error("egress accept", "sandbox", a.id, "err", err)
+		if a.ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+			if c != nil {
+				_ = c.Close()
 			}
 			return
+		}
+		if err != nil {
+			p.log.Error("egress accept", "sandbox", a.id, "err", err)
+			time.Sleep(acceptPause)
+			continue
 		}
 		if !a.track(c) {
 			_ = c.Close()

@@ -360,3 +360,46 @@ func metricValue(tb testing.TB, reg *prometheus.Registry, name string, labels ma
 	}
 	return 0
 }
+
+func TestProxyHeaderLimits(t *testing.T) {
+	tp := newTestProxy(t, nil)
+	big := strings.Repeat("x", maxHeaderBytes)
+	tp.serveHTTP(t, publicV4, 80, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Big", big)
+	}))
+	c := tp.dialProxy(t)
+	go io.WriteString(c, "GET http://public.test/ HTTP/1.1\r\nHost: public.test\r\nX-Big: "+big+"\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	wantRefused(t, resp, string(body), 400, ReasonBadRequest)
+	resp, sbody := tp.do(t, "GET http://public.test/ HTTP/1.1\r\nHost: public.test\r\n\r\n")
+	wantRefused(t, resp, sbody, 502, ReasonUpstream)
+}
+
+func TestProxyPostWithExpectContinue(t *testing.T) {
+	tp := newTestProxy(t, nil)
+	tp.serveHTTP(t, publicV4, 80, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		io.WriteString(w, r.Method+" "+string(b)+" upgrade="+r.Header.Get("Upgrade"))
+	}))
+	c := tp.dialProxy(t)
+	io.WriteString(c, "POST http://public.test/ HTTP/1.1\r\nHost: public.test\r\nContent-Length: 5\r\n"+
+		"Expect: 100-continue\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
+	br := bufio.NewReader(c)
+	if line, err := br.ReadString('\n'); err != nil || line != "HTTP/1.1 100 Continue\r\n" {
+		t.Fatalf("before the body: %q %v, want 100 Continue", line, err)
+	}
+	br.ReadString('\n')
+	io.WriteString(c, "hello")
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || string(body) != "POST hello upgrade=" {
+		t.Fatalf("got %d %q", resp.StatusCode, body)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/netip"
@@ -13,6 +14,10 @@ import (
 	"strings"
 	"time"
 )
+
+// maxHeaderBytes bounds the request line and header of a request, and the
+// status line and header of a response (net/http's default).
+const maxHeaderBytes = 1 << 20
 
 // answerTimeout bounds the write of a refusal to a client that does not read.
 const answerTimeout = 5 * time.Second
@@ -38,7 +43,7 @@ func (p *Proxy) serve(a *attachment, c net.Conn) {
 	default:
 		// Read the request first (briefly) so that the client reads the answer.
 		_ = c.SetReadDeadline(time.Now().Add(answerTimeout))
-		if req, err := http.ReadRequest(bufio.NewReader(c)); err == nil {
+		if req, err := http.ReadRequest(bufio.NewReader(io.LimitReader(c, maxHeaderBytes))); err == nil {
 			rec.method, rec.target = req.Method, req.RequestURI
 		}
 		p.answer(c, rec, ReasonConnLimit, fmt.Sprintf("more than %d connections", p.maxConns))
@@ -46,8 +51,10 @@ func (p *Proxy) serve(a *attachment, c net.Conn) {
 		return
 	}
 	mc := &meter{Conn: c, idle: p.idleTimeout}
-	br := bufio.NewReader(mc)
+	lr := &io.LimitedReader{R: mc, N: maxHeaderBytes}
+	br := bufio.NewReader(lr)
 	req, err := http.ReadRequest(br)
+	lr.N = math.MaxInt64 // the header is read; the body is not bounded here
 	if errors.Is(err, io.EOF) {
 		return // closed before a byte: a probe, not a request
 	}

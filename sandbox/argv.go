@@ -35,11 +35,8 @@ type BwrapSpec struct {
 	InitArgs   []string
 	// ControlDir is the per-sandbox host directory bound at ControlDir.
 	ControlDir string
-	// EtcDir holds generated /etc files (EtcGenerated names, e.g. passwd).
-	EtcDir       string
-	EtcGenerated []string
-	// EtcHost lists host /etc entries bound read-only when they exist.
-	EtcHost []string
+	// EtcDir is the prepared /etc (see buildEtc), bound read-only.
+	EtcDir string
 	// UsrLinks maps top-level names to their symlink targets, e.g.
 	// "bin" -> "usr/bin" (the host's merged-/usr layout).
 	UsrLinks map[string]string
@@ -79,14 +76,8 @@ func Argv(spec BwrapSpec) []string {
 	for _, name := range slices.Sorted(maps.Keys(spec.UsrLinks)) {
 		a = append(a, "--symlink", spec.UsrLinks[name], "/"+name)
 	}
-	for _, name := range spec.EtcHost {
-		a = append(a, "--ro-bind-try", "/etc/"+name, "/etc/"+name)
-	}
-	for _, name := range spec.EtcGenerated {
-		a = append(a, "--ro-bind", spec.EtcDir+"/"+name, "/etc/"+name)
-	}
 	a = append(a,
-		"--symlink", "/proc/self/mounts", "/etc/mtab",
+		"--ro-bind", spec.EtcDir, "/etc",
 		"--proc", "/proc",
 		"--dev", "/dev",
 		"--size", strconv.FormatInt(spec.TmpBytes, 10), "--tmpfs", "/tmp",
@@ -105,38 +96,4 @@ func Argv(spec BwrapSpec) []string {
 	}
 	a = append(a, "--", InitPath)
 	return append(a, spec.InitArgs...)
-}
-
-// etcHostFiles are the host /etc entries a sandbox sees (read-only, when
-// present): the dynamic loader's cache, alternatives, certificates, time
-// zone, MIME types and a few library configuration files. Everything else of
-// /etc (shadow, ssh, the worker's configuration, gitconfig…) stays out.
-var etcHostFiles = []string{
-	"alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d",
-	"ssl/certs", "ssl/openssl.cnf", "ca-certificates.conf",
-	"localtime", "timezone", "mime.types", "protocols", "services",
-	"gai.conf", "host.conf", "inputrc", "magic", "magic.mime",
-	"os-release", "debian_version", "fonts", "perl", "python3", "python3.11",
-	"bash.bashrc", "profile", "environment", "login.defs", "terminfo",
-}
-
-// etcGenerated are the /etc files written for the sandbox (see etcFiles).
-var etcGenerated = []string{"passwd", "group", "hosts", "nsswitch.conf", "resolv.conf"}
-
-// etcFiles returns the generated /etc contents: the sandbox user and group,
-// a localhost-only hosts file, files-then-dns lookups, and a resolver at the
-// sandbox's own loopback (reached only when egress is on; without egress the
-// sandbox has no network at all).
-func etcFiles(hostname string) map[string]string {
-	uid, gid := strconv.Itoa(SandboxUID), strconv.Itoa(SandboxGID)
-	return map[string]string{
-		"passwd": "root:x:0:0:root:/nonexistent:/usr/sbin/nologin\n" +
-			"sandbox:x:" + uid + ":" + gid + ":sandbox:" + Workspace + ":/bin/sh\n" +
-			"nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
-		"group": "root:x:0:\nsandbox:x:" + gid + ":\nnogroup:x:65534:\n",
-		"hosts": "127.0.0.1\tlocalhost " + hostname + "\n::1\tlocalhost ip6-localhost ip6-loopback\n",
-		"nsswitch.conf": "passwd: files\ngroup: files\nshadow: files\n" +
-			"hosts: files dns\nnetworks: files\nprotocols: files\nservices: files\n",
-		"resolv.conf": "nameserver 127.0.0.1\noptions ndots:0\n",
-	}
 }

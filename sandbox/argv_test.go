@@ -12,18 +12,16 @@ import (
 
 func testSpec() BwrapSpec {
 	return BwrapSpec{
-		InitBinary:   "/run/cs/rt-1/init",
-		InitArgs:     []string{initMarker, `{"ready_fd":4}`},
-		ControlDir:   "/run/cs/rt-1/abc",
-		EtcDir:       "/run/cs/rt-1/etc",
-		EtcGenerated: []string{"passwd", "group"},
-		EtcHost:      []string{"ld.so.cache", "ssl/certs"},
-		UsrLinks:     map[string]string{"lib": "usr/lib", "bin": "usr/bin"},
-		DiskBytes:    512 << 20,
-		TmpBytes:     64 << 20,
-		Hostname:     "sandbox",
-		Env:          map[string]string{"PATH": "/usr/bin", "HOME": Workspace},
-		SeccompFD:    3,
+		InitBinary: "/run/cs/rt-1/init",
+		InitArgs:   []string{initMarker, `{"ready_fd":4}`},
+		ControlDir: "/run/cs/rt-1/abc",
+		EtcDir:     "/run/cs/etc-0123",
+		UsrLinks:   map[string]string{"lib": "usr/lib", "bin": "usr/bin"},
+		DiskBytes:  512 << 20,
+		TmpBytes:   64 << 20,
+		Hostname:   "sandbox",
+		Env:        map[string]string{"PATH": "/usr/bin", "HOME": Workspace},
+		SeccompFD:  3,
 	}
 }
 
@@ -59,9 +57,7 @@ func TestArgv(t *testing.T) {
 			want: [][]string{
 				{"--ro-bind", "/usr", "/usr"},
 				{"--symlink", "usr/bin", "/bin"}, {"--symlink", "usr/lib", "/lib"},
-				{"--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache"},
-				{"--ro-bind-try", "/etc/ssl/certs", "/etc/ssl/certs"},
-				{"--ro-bind", "/run/cs/rt-1/etc/passwd", "/etc/passwd"},
+				{"--ro-bind", "/run/cs/etc-0123", "/etc"},
 				{"--proc", "/proc"}, {"--dev", "/dev"},
 				{"--size", "67108864", "--tmpfs", "/tmp"},
 				{"--size", "536870912", "--tmpfs", "/workspace"},
@@ -222,7 +218,7 @@ func TestFrames(t *testing.T) {
 
 func TestEtcFiles(t *testing.T) {
 	files := etcFiles("sandbox")
-	for _, name := range etcGenerated {
+	for _, name := range []string{"passwd", "group", "hosts", "nsswitch.conf", "resolv.conf"} {
 		if files[name] == "" {
 			t.Errorf("no generated /etc/%s", name)
 		}

@@ -14,8 +14,8 @@ import (
 // Benchmarks behind scripts/bench-sandbox.sh. Each reports the p50 and p90
 // of one operation in milliseconds; run with -benchtime 200x.
 
-// reportPercentiles adds p50-ms and p90-ms metrics for the samples.
-func reportPercentiles(b *testing.B, samples []time.Duration) {
+// reportPercentiles adds <prefix>p50-ms and <prefix>p90-ms metrics.
+func reportPercentiles(b *testing.B, prefix string, samples []time.Duration) {
 	b.Helper()
 	if len(samples) == 0 {
 		return
@@ -24,44 +24,43 @@ func reportPercentiles(b *testing.B, samples []time.Duration) {
 	at := func(p float64) float64 {
 		return float64(samples[int(p*float64(len(samples)-1))]) / float64(time.Millisecond)
 	}
-	b.ReportMetric(at(0.5), "p50-ms")
-	b.ReportMetric(at(0.9), "p90-ms")
+	b.ReportMetric(at(0.5), prefix+"p50-ms")
+	b.ReportMetric(at(0.9), prefix+"p90-ms")
 }
 
-// timeCommand runs a program b.N times and reports its percentiles.
-func timeCommand(b *testing.B, argv ...string) {
+// timed runs a program and returns how long it took.
+func timed(b *testing.B, argv []string) time.Duration {
 	b.Helper()
-	samples := make([]time.Duration, 0, b.N)
-	for b.Loop() {
-		start := time.Now()
-		out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput()
-		if err != nil {
-			b.Fatalf("%q: %v: %s", argv, err, out)
-		}
-		samples = append(samples, time.Since(start))
+	start := time.Now()
+	out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput()
+	if err != nil {
+		b.Fatalf("%q: %v: %s", argv, err, out)
 	}
-	reportPercentiles(b, samples)
+	return time.Since(start)
 }
 
-// BenchmarkRawBwrap is the baseline: a bare bubblewrap sandbox running
-// /bin/true.
-func BenchmarkRawBwrap(b *testing.B) {
-	bwrap := testenv.RequireBwrap(b)
-	timeCommand(b, bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/usr", "/usr",
-		"--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/bin", "/bin",
-		"--proc", "/proc", "--dev", "/dev", "/bin/true")
-}
-
-// BenchmarkRunTrue times `codes-sandbox run -- /bin/true`: a fresh runtime,
-// sandbox, exec and verified wipe per run. The binary is named by
-// BENCH_CODES_SANDBOX (scripts/bench-sandbox.sh builds it).
-func BenchmarkRunTrue(b *testing.B) {
-	testenv.RequireSandbox(b)
+// BenchmarkOneOff times `codes-sandbox run -- /bin/true` (a fresh runtime,
+// sandbox, exec and verified wipe per run) side by side with a bare
+// bubblewrap sandbox running /bin/true, alternating the two so that both see
+// the same machine load. The binary is named by BENCH_CODES_SANDBOX
+// (scripts/bench-sandbox.sh builds it).
+func BenchmarkOneOff(b *testing.B) {
+	bwrap := testenv.RequireSandbox(b)
 	bin := os.Getenv("BENCH_CODES_SANDBOX")
 	if bin == "" {
 		b.Skip("BENCH_CODES_SANDBOX is not set (run scripts/bench-sandbox.sh)")
 	}
-	timeCommand(b, bin, "run", "--", "/bin/true")
+	raw := []string{bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/usr", "/usr",
+		"--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/bin", "/bin",
+		"--proc", "/proc", "--dev", "/dev", "/bin/true"}
+	run := []string{bin, "run", "--", "/bin/true"}
+	var rawS, runS []time.Duration
+	for b.Loop() {
+		rawS = append(rawS, timed(b, raw))
+		runS = append(runS, timed(b, run))
+	}
+	reportPercentiles(b, "raw-bwrap-", rawS)
+	reportPercentiles(b, "run-", runS)
 }
 
 // BenchmarkExecTrue times exec of /bin/true in an existing sandbox.
@@ -78,7 +77,7 @@ func BenchmarkExecTrue(b *testing.B) {
 		}
 		samples = append(samples, time.Since(start))
 	}
-	reportPercentiles(b, samples)
+	reportPercentiles(b, "", samples)
 }
 
 // BenchmarkCreate times Create (until the init accepts commands).
@@ -98,7 +97,7 @@ func BenchmarkCreate(b *testing.B) {
 		}
 		b.StartTimer()
 	}
-	reportPercentiles(b, samples)
+	reportPercentiles(b, "", samples)
 }
 
 // BenchmarkWipe times Delete (kill, remove, verify) of a sandbox that ran a
@@ -123,5 +122,5 @@ func BenchmarkWipe(b *testing.B) {
 		}
 		samples = append(samples, time.Since(start))
 	}
-	reportPercentiles(b, samples)
+	reportPercentiles(b, "", samples)
 }

@@ -24,7 +24,8 @@ func (r *Runtime) Exec(ctx context.Context, id string, req ExecRequest, stdout, 
 }
 
 // ExecStream is Exec with standard input streamed from stdin (req.Stdin is
-// ignored); stdin may be nil for none.
+// ignored); stdin may be nil for none. A stdin whose Read blocks may still
+// be read from, once, after ExecStream returned (as os/exec does).
 func (r *Runtime) ExecStream(ctx context.Context, id string, req ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (ExecResult, error) {
 	b, err := r.get(id)
 	if err != nil {
@@ -38,7 +39,7 @@ func (r *Runtime) ExecStream(ctx context.Context, id string, req ExecRequest, st
 			return ExecResult{}, fmt.Errorf("exec: cwd %q: %w", req.Cwd, err)
 		}
 	}
-	before, _ := b.group.Events()
+	before, evErr := b.group.Events()
 	c, err := r.dial(ctx, b)
 	if err != nil {
 		return r.lost(ctx, b, err)
@@ -64,7 +65,7 @@ func (r *Runtime) ExecStream(ctx context.Context, id string, req ExecRequest, st
 		return ExecResult{}, fmt.Errorf("exec: %s", done.Error)
 	}
 	res := ExecResult{ExitCode: done.ExitCode, Reason: done.Reason}
-	if res.Reason == "" && res.ExitCode != 0 {
+	if res.Reason == "" && res.ExitCode != 0 && evErr == nil {
 		if after, err := b.group.Events(); err == nil {
 			switch {
 			case after.OOMKills > before.OOMKills:

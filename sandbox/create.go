@@ -127,6 +127,11 @@ func (r *Runtime) Create(ctx context.Context, opts Options) (Info, error) {
 		return Info{}, fmt.Errorf("create sandbox: %w", err)
 	}
 	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		r.wipe(b, "deleted")
+		return Info{}, errors.New("create sandbox: runtime is closed")
+	}
 	r.boxes[b.id] = b
 	b.timer = time.AfterFunc(opts.TimeBox, func() { r.end(b.id, "time_box") })
 	r.mu.Unlock()

@@ -167,7 +167,7 @@ func TestIsolation(t *testing.T) {
 				t.Errorf("%q: exit %d: %s", argv, r.ExitCode, r.stderr)
 			}
 		}
-		if out := shOK(t, rt, id, "whoami; echo ~"); out != "sandbox\n/workspace\n" {
+		if out := shOK(t, rt, id, "head -c 27 /etc/ssl/certs/ca-certificates.crt; echo; whoami; echo ~"); out != "-----BEGIN CERTIFICATE-----\nsandbox\n/workspace\n" {
 			t.Errorf("user and home: %q", out)
 		}
 	})

@@ -168,7 +168,10 @@ func TestSmoke(t *testing.T) {
 	if out != "hello\n1000\n" {
 		t.Fatalf("stdout %q", out)
 	}
-	if !strings.HasPrefix(info.ID, "") || info.HostUID < DefaultUIDBase {
+	if len(info.ID) != 20 || strings.Trim(info.ID, "0123456789abcdef") != "" || info.HostUID < DefaultUIDBase {
 		t.Fatalf("info %+v", info)
+	}
+	if got := rt.List(); len(got) != 1 || got[0].ID != info.ID || rt.Active() != 1 || rt.Capacity() != 1 {
+		t.Fatalf("List %+v, Active %d, Capacity %d", got, rt.Active(), rt.Capacity())
 	}
 }

@@ -21,6 +21,8 @@ const (
 	DefaultCapacity = 2
 	DefaultStateDir = "/run/codes-sandbox"
 	DefaultUIDBase  = 200000
+	// maxSocketPath is the size of sun_path.
+	maxSocketPath = 108
 	// uidRange is how far above UIDBase the runtime looks for free uids.
 	uidRange = 65536
 )
@@ -39,8 +41,8 @@ type Config struct {
 	StateDir string
 	// UIDBase is the first host uid tried for slots (default 200000); each
 	// slot runs as its own host uid (and gid) at or above it, never 0. Uids
-	// are reserved by lock files in StateDir, so runtimes sharing a StateDir
-	// never share a uid.
+	// are reserved by lock files in /run/codes-sandbox/uids (whatever
+	// StateDir), so no two runtimes on the host share a uid.
 	UIDBase int
 	// Egress attaches sandboxes created with Options.Egress to the proxy;
 	// nil: such sandboxes are refused.
@@ -101,7 +103,12 @@ func NewRuntime(cfg Config) (*Runtime, error) {
 	}
 	r := &Runtime{cfg: cfg, cg: cg, seccomp: prog, log: cfg.Logger, boxes: map[string]*box{}}
 	if err := r.prepareDir(); err != nil {
+		_ = os.RemoveAll(r.dir)
 		return nil, fmt.Errorf("new runtime: %w", err)
+	}
+	if n := len(r.controlPath("0123456789abcdef0123") + "/egress.sock"); n >= maxSocketPath {
+		_ = os.RemoveAll(r.dir)
+		return nil, fmt.Errorf("new runtime: state dir %s is too long for unix socket paths", r.cfg.StateDir)
 	}
 	if err := r.reserveSlots(); err != nil {
 		r.releaseSlots()

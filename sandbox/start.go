@@ -11,13 +11,14 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 	"openvibe.network/agentsandbox/sandbox/cgroup"
 )
 
-// File descriptors of the launcher and bubblewrap (ExtraFiles from 3 on).
+// File descriptors of bubblewrap (ExtraFiles from 3 on).
 const (
 	fdSeccomp = 3
 	fdReady   = 4
@@ -35,13 +36,11 @@ var baseEnv = map[string]string{
 	"USER": "sandbox",
 }
 
-// start makes b's cgroup and control directory, attaches egress, starts the
-// launcher (which enters the cgroup, drops to the slot uid and execs
-// bubblewrap) and waits until the init is ready.
+// start makes b's cgroup and control directory, attaches egress, starts
+// bubblewrap as the slot's uid, moves it into the cgroup while it waits
+// before starting the init, and waits until the init is ready.
 func (r *Runtime) start(ctx context.Context, b *box) error {
 	o := b.opts
-	t0 := time.Now()
-	defer func() { fmt.Fprintf(os.Stderr, "TIMING total %v\n", time.Since(t0)) }()
 	if err := mkControlDir(b.dir, b.slot.uid); err != nil {
 		return err
 	}
@@ -54,7 +53,6 @@ func (r *Runtime) start(ctx context.Context, b *box) error {
 		return err
 	}
 	b.group = g
-	fmt.Fprintf(os.Stderr, "TIMING cgroup %v\n", time.Since(t0))
 	if o.Egress {
 		detach, err := r.cfg.Egress.Attach(ctx, b.id, filepath.Join(b.dir, "egress.sock"), b.slot.uid)
 		if err != nil {
@@ -67,23 +65,50 @@ func (r *Runtime) start(ctx context.Context, b *box) error {
 		return err
 	}
 	defer p.close()
-	fmt.Fprintf(os.Stderr, "TIMING launched %v\n", time.Since(t0))
-	if o.Egress {
-		if err := openLowPorts(ctx, p.info); err != nil {
-			return err
-		}
-		if _, err := p.block.Write([]byte{1}); err != nil {
-			return fmt.Errorf("start sandbox: release: %w", err)
-		}
+	if err := r.enter(ctx, b, p); err != nil {
+		return err
 	}
 	return waitReady(ctx, p.ready, b)
+}
+
+// enter reads the sandbox's pid from bubblewrap's info, moves bubblewrap and
+// the sandbox into the cgroup, opens the low ports when the sandbox has
+// egress, and lets bubblewrap go on. bubblewrap waits (--block-fd) after
+// its setup and before starting the init, so every process that runs
+// sandboxed code is in the cgroup from its first instruction.
+func (r *Runtime) enter(ctx context.Context, b *box, p *launchPipes) error {
+	if dl, ok := ctx.Deadline(); ok {
+		_ = p.info.SetReadDeadline(dl)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = p.info.SetReadDeadline(time.Now()) })
+	defer stop()
+	var st struct {
+		ChildPid int `json:"child-pid"`
+	}
+	if err := json.NewDecoder(p.info).Decode(&st); err != nil || st.ChildPid <= 0 {
+		return startError(ctx, b, fmt.Errorf("read bubblewrap info: %v", err))
+	}
+	for _, pid := range []int{b.cmd.Process.Pid, st.ChildPid} {
+		if err := b.group.Enter(pid); err != nil {
+			return fmt.Errorf("start sandbox: %w", err)
+		}
+	}
+	if b.opts.Egress {
+		if err := openLowPorts(st.ChildPid); err != nil {
+			return err
+		}
+	}
+	if _, err := p.block.Write([]byte{1}); err != nil {
+		return fmt.Errorf("start sandbox: release bubblewrap: %w", err)
+	}
+	return nil
 }
 
 // launchPipes are the runtime's ends of the pipes to a starting sandbox.
 type launchPipes struct {
 	ready *os.File // the init writes one byte when it accepts commands
-	info  *os.File // bubblewrap's info (egress only)
-	block *os.File // bubblewrap waits for a byte here (egress only)
+	info  *os.File // bubblewrap's info: the sandbox's host pid
+	block *os.File // bubblewrap waits for a byte here
 }
 
 func (p *launchPipes) close() {
@@ -94,25 +119,19 @@ func (p *launchPipes) close() {
 	}
 }
 
-// launch starts the launcher for b with a clean environment.
+// launch starts bubblewrap for b as the slot's uid and gid, with no
+// supplementary groups, an empty environment, and the parent-death signal.
 func (r *Runtime) launch(b *box) (*launchPipes, error) {
-	var p launchPipes
+	p := &launchPipes{}
 	var child []*os.File
 	defer func() {
 		for _, f := range child {
 			f.Close()
 		}
 	}()
-	pipe := func() (*os.File, *os.File, error) {
-		rd, wr, err := os.Pipe()
-		if err != nil {
-			return nil, nil, fmt.Errorf("start sandbox: %w", err)
-		}
-		return rd, wr, nil
-	}
-	secR, secW, err := pipe()
+	secR, secW, err := os.Pipe()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("start sandbox: %w", err)
 	}
 	child = append(child, secR)
 	// The program is a few KiB, well within a pipe's buffer.
@@ -121,75 +140,64 @@ func (r *Runtime) launch(b *box) (*launchPipes, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start sandbox: seccomp: %w", err)
 	}
-	readyR, readyW, err := pipe()
-	if err != nil {
-		return nil, err
-	}
-	p.ready = readyR
-	child = append(child, readyW)
-	spec := r.bwrapSpec(b)
-	if b.opts.Egress {
-		infoR, infoW, err := pipe()
+	for _, pair := range []struct {
+		keep   **os.File
+		parent bool // the runtime keeps the read end
+	}{{&p.ready, true}, {&p.info, true}, {&p.block, false}} {
+		rd, wr, err := os.Pipe()
 		if err != nil {
 			p.close()
-			return nil, err
+			return nil, fmt.Errorf("start sandbox: %w", err)
 		}
-		blockR, blockW, err := pipe()
-		if err != nil {
-			infoR.Close()
-			infoW.Close()
-			p.close()
-			return nil, err
+		if pair.parent {
+			*pair.keep = rd
+			child = append(child, wr)
+		} else {
+			*pair.keep = wr
+			child = append(child, rd)
 		}
-		p.info, p.block = infoR, blockW
-		child = append(child, infoW, blockR)
-		spec.InfoFD, spec.BlockFD = fdInfo, fdBlock
 	}
-	ls := launchSpec{
-		ProcsFiles: b.group.ProcsFiles(), UID: b.slot.uid, GID: b.slot.uid,
-		PPID: os.Getpid(), Bwrap: r.cfg.Bwrap, Args: Argv(spec),
-	}
-	arg, err := json.Marshal(ls)
-	if err != nil {
-		p.close()
-		return nil, fmt.Errorf("start sandbox: %w", err)
-	}
+	uid := uint32(b.slot.uid)
 	b.stderr = &tailBuffer{}
 	b.cmd = &exec.Cmd{
-		Path:       r.init,
-		Args:       []string{"codes-sandbox", launchMarker, string(arg)},
+		Path:       r.cfg.Bwrap,
+		Args:       append([]string{"bwrap"}, Argv(r.bwrapSpec(b))...),
 		Env:        []string{},
 		Dir:        "/",
 		Stderr:     b.stderr,
 		ExtraFiles: child,
+		SysProcAttr: &syscall.SysProcAttr{
+			Credential: &syscall.Credential{Uid: uid, Gid: uid, Groups: []uint32{}},
+			Pdeathsig:  syscall.SIGKILL,
+		},
 	}
 	if err := b.cmd.Start(); err != nil {
 		p.close()
-		return nil, fmt.Errorf("start sandbox: launcher: %w", err)
+		return nil, fmt.Errorf("start sandbox: bubblewrap: %w", err)
 	}
 	go func() {
 		_ = b.cmd.Wait()
 		close(b.exited)
 	}()
-	return &p, nil
+	return p, nil
 }
 
 // bwrapSpec resolves b's options into the bubblewrap spec.
 func (r *Runtime) bwrapSpec(b *box) BwrapSpec {
 	init, _ := json.Marshal(initSpec{Env: b.opts.Env, Egress: b.opts.Egress, ReadyFD: fdReady})
 	return BwrapSpec{
-		InitBinary:   r.init,
-		InitArgs:     []string{initMarker, string(init)},
-		ControlDir:   b.dir,
-		EtcDir:       r.etcDir,
-		EtcGenerated: etcGenerated,
-		EtcHost:      etcHostFiles,
-		UsrLinks:     r.links,
-		DiskBytes:    int64(b.opts.Limits.DiskMB) << 20,
-		TmpBytes:     min(tmpBytes, int64(b.opts.Limits.DiskMB)<<20),
-		Hostname:     hostname,
-		Env:          baseEnv,
-		SeccompFD:    fdSeccomp,
+		InitBinary: r.init,
+		InitArgs:   []string{initMarker, string(init)},
+		ControlDir: b.dir,
+		EtcDir:     r.etcDir,
+		UsrLinks:   r.links,
+		DiskBytes:  int64(b.opts.Limits.DiskMB) << 20,
+		TmpBytes:   min(tmpBytes, int64(b.opts.Limits.DiskMB)<<20),
+		Hostname:   hostname,
+		Env:        baseEnv,
+		SeccompFD:  fdSeccomp,
+		InfoFD:     fdInfo,
+		BlockFD:    fdBlock,
 	}
 }
 
@@ -206,6 +214,15 @@ func waitReady(ctx context.Context, ready *os.File, b *box) error {
 	if err == nil {
 		return nil
 	}
+	return startError(ctx, b, fmt.Errorf("wait for init: %w", err))
+}
+
+// startError explains a failed start: ctx ended, or bubblewrap or the init
+// died (what they wrote to stderr says why), or err.
+func startError(ctx context.Context, b *box, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("start sandbox: %w", ctx.Err())
+	}
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		<-b.exited
 		msg := strings.TrimSpace(b.stderr.String())
@@ -214,33 +231,21 @@ func waitReady(ctx context.Context, ready *os.File, b *box) error {
 		}
 		return fmt.Errorf("start sandbox: %s", msg)
 	}
-	if ctx.Err() != nil {
-		return fmt.Errorf("start sandbox: %w", ctx.Err())
-	}
-	return fmt.Errorf("start sandbox: wait for init: %w", err)
+	return fmt.Errorf("start sandbox: %w", err)
 }
 
 // openLowPorts lets the sandbox's unprivileged user bind ports below 1024
 // in the sandbox's own network namespace (for the transparent egress
 // listeners on 53, 80 and 443), so the init needs no capability at all. It
-// reads the sandbox's pid from bubblewrap's info and writes the sysctl from
-// a thread that joined that namespace (and is then discarded).
-func openLowPorts(ctx context.Context, info *os.File) error {
-	if dl, ok := ctx.Deadline(); ok {
-		_ = info.SetReadDeadline(dl)
-	}
-	var st struct {
-		ChildPid int `json:"child-pid"`
-	}
-	if err := json.NewDecoder(info).Decode(&st); err != nil || st.ChildPid <= 0 {
-		return fmt.Errorf("start sandbox: read bubblewrap info: %v", err)
-	}
+// writes the sysctl from a thread that joins the namespace of pid (and is
+// then discarded).
+func openLowPorts(pid int) error {
 	errc := make(chan error, 1)
 	go func() {
 		// Never unlocked: the thread ends with this goroutine, so no other
 		// code runs in the sandbox's network namespace.
 		runtime.LockOSThread()
-		errc <- setSysctlIn(st.ChildPid, "/proc/sys/net/ipv4/ip_unprivileged_port_start", "0")
+		errc <- setSysctlIn(pid, "/proc/sys/net/ipv4/ip_unprivileged_port_start", "0")
 	}()
 	if err := <-errc; err != nil {
 		return fmt.Errorf("start sandbox: open low ports: %w", err)

@@ -30,14 +30,8 @@ func (r *Runtime) prepareDir() error {
 	if err := copyBinary(r.cfg.InitBinary, r.init); err != nil {
 		return err
 	}
-	r.etcDir = filepath.Join(dir, "etc")
-	if err := os.Mkdir(r.etcDir, 0o755); err != nil {
-		return fmt.Errorf("state dir: %w", err)
-	}
-	for name, content := range etcFiles(hostname) {
-		if err := os.WriteFile(filepath.Join(r.etcDir, name), []byte(content), 0o644); err != nil {
-			return fmt.Errorf("state dir: %w", err)
-		}
+	if r.etcDir, err = buildEtc(r.cfg.StateDir, "/etc"); err != nil {
+		return err
 	}
 	r.links = usrLinks("/")
 	return nil
@@ -119,10 +113,14 @@ func usrLinks(root string) map[string]string {
 	return out
 }
 
+// uidLockDir holds the uid reservations of every runtime on the host,
+// whatever its StateDir.
+const uidLockDir = DefaultStateDir + "/uids"
+
 // reserveSlots finds one free host uid per slot: a uid whose lock file under
-// StateDir/uids this process can lock and that owns no process.
+// uidLockDir this process can lock and that owns no process.
 func (r *Runtime) reserveSlots() error {
-	lockDir := filepath.Join(r.cfg.StateDir, "uids")
+	lockDir := uidLockDir
 	if err := os.MkdirAll(lockDir, 0o700); err != nil {
 		return fmt.Errorf("reserve uids: %w", err)
 	}

@@ -36,12 +36,10 @@ func realDeps(t *testing.T, withEgress bool) Deps {
 		t.Cleanup(func() { p.Close() })
 		att = p
 	}
-	state, err := os.MkdirTemp("/run", "worker-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.Chmod(state, 0o755)
-	t.Cleanup(func() { os.RemoveAll(state) })
+	// The default state dir: runtimes that share it never share a slot uid,
+	// so tests of other packages running sandboxes at the same time cannot
+	// be mistaken for this one's processes.
+	state := sandbox.DefaultStateDir
 	rt, err := sandbox.NewRuntime(sandbox.Config{Capacity: 1, StateDir: state, Egress: att, Logger: log})
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +51,7 @@ func realDeps(t *testing.T, withEgress bool) Deps {
 	})
 	return Deps{
 		Sandboxes: rt, Guard: guard, Inspect: GlobInspector(state, "/sys/fs/cgroup"),
-		CanaryDirs: []string{state, t.TempDir()}, Egress: withEgress, Logger: log,
+		CanaryDirs: []string{t.TempDir(), t.TempDir()}, Egress: withEgress, Logger: log,
 	}
 }
 

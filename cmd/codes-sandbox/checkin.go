@@ -66,12 +66,12 @@ func (g groupFlag) Set(v string) error {
 
 func (c *checkInFlags) register(fs *flag.FlagSet) {
 	fs.Var(groupFlag{c, func(t *targetConfig) *string { return &t.LiveURL }, true}, "live-url",
-		"Live base URL to check in with (repeatable: each starts a target)")
-	fs.Var(groupFlag{c, func(t *targetConfig) *string { return &t.Stream }, false}, "stream", "agent stream id of the current target")
+		"Live base `URL` to check in with (repeatable: each starts a target)")
+	fs.Var(groupFlag{c, func(t *targetConfig) *string { return &t.Stream }, false}, "stream", "agent stream `ID` of the current target")
 	fs.Var(groupFlag{c, func(t *targetConfig) *string { return &t.Subject }, false}, "subject",
-		"person id (the stream's owner) of the current target, sent as X-OV-Subject")
+		"`PERSON_ID` (the stream's owner) of the current target, sent as X-OV-Subject")
 	fs.Var(groupFlag{c, func(t *targetConfig) *string { return &t.ServiceTokenFile }, false}, "service-token-file",
-		"file holding the service token of the current target (default: $"+tokenEnv+")")
+		"`FILE` holding the service token of the current target (default: $"+tokenEnv+")")
 	fs.StringVar(&c.caFile, "live-ca-file", "", "PEM file of the CA(s) to trust for https Live URLs (default: the system's)")
 	fs.StringVar(&c.configFile, "config", "", "JSON config file (see deploy/codes-sandbox.example.json); flags add to it")
 	fs.StringVar(&c.workerID, "worker-id", "", "the worker's name in its reports (default sbw-HOSTNAME)")
@@ -200,6 +200,9 @@ func checkinCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr 
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
 		return 2
 	}
 	if !*once || fs.NArg() != 0 {

@@ -78,7 +78,7 @@ func newStack(cfg stackConfig, log *slog.Logger) (*stack, error) {
 	st.rt = rt
 	st.bwrap = bwrapVersion()
 	canaries := []string{stateDir}
-	if home, err := os.UserHomeDir(); err == nil {
+	if home, err := os.UserHomeDir(); err == nil && writable(home) {
 		canaries = append(canaries, home)
 	}
 	st.tester = worker.NewSelfTester(worker.Deps{
@@ -86,6 +86,16 @@ func newStack(cfg stackConfig, log *slog.Logger) (*stack, error) {
 		CanaryDirs: canaries, Egress: cfg.egress, Logger: log.With("component", "selftest"),
 	})
 	return st, nil
+}
+
+// writable reports whether the self-test can put a canary in dir (a home
+// hidden by systemd's ProtectHome= is not).
+func writable(dir string) bool {
+	d, err := os.MkdirTemp(dir, ".codes-sandbox-probe-")
+	if err != nil {
+		return false
+	}
+	return os.Remove(d) == nil
 }
 
 // close wipes every sandbox and stops the proxy; it logs what it could not do.

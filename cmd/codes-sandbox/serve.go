@@ -2,12 +2,190 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"openvibe.network/agentsandbox/contract"
+	"openvibe.network/agentsandbox/sandbox"
+	"openvibe.network/agentsandbox/worker"
+	workerapi "openvibe.network/agentsandbox/worker/api"
 )
 
-// serveCmd is a stub until its issue lands.
-func serveCmd(_ context.Context, _ []string, _ io.Reader, _, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "codes-sandbox serve: not built yet")
-	return 2
+// serveOptions are the flags of `codes-sandbox serve`.
+type serveOptions struct {
+	listen, addrFile, apiTokenFile string
+	capacity                       int
+	selfTestEvery, checkInEvery    time.Duration
+	shutdownTimeout                time.Duration
+	checkIns                       checkInFlags
+	stack                          stackFlags
+}
+
+func serveCmd(ctx context.Context, args []string, _ io.Reader, _, stderr io.Writer) int {
+	var o serveOptions
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.listen, "listen", "127.0.0.1:8088", "address of the API for OpenVibe.Codes (port 0 picks a free port)")
+	fs.StringVar(&o.addrFile, "addr-file", "", "write the address actually listened on to this file once listening")
+	fs.StringVar(&o.apiTokenFile, "api-token-file", "", "file holding the API's bearer token (required)")
+	fs.IntVar(&o.capacity, "capacity", 0, "sandbox slots (default 2)")
+	fs.DurationVar(&o.selfTestEvery, "selftest-interval", worker.DefaultSelfTestInterval, "how often the self-test runs again")
+	fs.DurationVar(&o.checkInEvery, "checkin-interval", worker.DefaultCheckInInterval, "how often to check in with Live (±20% jitter)")
+	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long a shutdown waits for API requests in flight")
+	o.checkIns.register(fs)
+	o.stack.register(fs)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: codes-sandbox serve --api-token-file FILE [--listen ADDR] [--capacity N] [--state-dir DIR]")
+		fmt.Fprintln(stderr, "         [--live-url URL --stream ID --subject PERSON_ID --service-token-file FILE]... [--config FILE]")
+		fmt.Fprintln(stderr, "Runs the worker: the sandbox runtime, the egress proxy, the self-test (at start, every")
+		fmt.Fprintln(stderr, "--selftest-interval and on demand), the check-in loop to each Live, and the API for Codes.")
+		fmt.Fprintln(stderr, "SIGINT/SIGTERM shut it down gracefully and wipe every sandbox. Logs are JSON on stderr.")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	log := newLogger(stderr)
+	if err := serve(ctx, o, log); err != nil {
+		log.Error("serve failed", "err", err.Error())
+		return 1
+	}
+	return 0
+}
+
+// serve runs the worker until ctx ends, then shuts it down: the API stops
+// taking requests, the loops stop, every sandbox is wiped.
+func serve(ctx context.Context, o serveOptions, log *slog.Logger) error {
+	fc, err := loadConfig(o.checkIns.configFile)
+	if err != nil {
+		return err
+	}
+	tokenFile := firstOf(o.apiTokenFile, fc.APITokenFile)
+	if tokenFile == "" {
+		return errors.New("--api-token-file is required (the API's bearer token, in a file)")
+	}
+	token, err := readSecret(tokenFile)
+	if err != nil {
+		return fmt.Errorf("api token: %w", err)
+	}
+	targets, err := buildTargets(append(fc.CheckIns, o.checkIns.targets...), firstOf(o.checkIns.caFile, fc.LiveCAFile))
+	if err != nil {
+		return err
+	}
+	capacity := o.capacity
+	if capacity == 0 {
+		capacity = fc.Capacity
+	}
+	if capacity == 0 {
+		capacity = sandbox.DefaultCapacity
+	}
+	st, err := newStack(o.stack.config(fc, capacity), log)
+	if err != nil {
+		return err
+	}
+	defer st.close()
+	self := st.self(firstOf(o.checkIns.workerID, fc.WorkerID, defaultWorkerID()))
+
+	first := st.tester.Run(ctx)
+	log.Info("self-test at start", "passed", first.Passed, "reasons", first.Reasons, "duration", first.Duration)
+
+	api, err := workerapi.New(workerapi.Config{
+		Runtime: st.rt, Token: token, Egress: st.proxy != nil, Logger: log.With("component", "api"),
+		Status:      func() workerapi.Status { return status(st) },
+		RunSelfTest: func(ctx context.Context) (workerapi.SelfTestSummary, error) { return summary(st.tester.Run(ctx)), nil },
+	})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", firstOf(o.listen, fc.Listen))
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	srv := &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	log.Info("listening", "addr", ln.Addr().String(), "capacity", st.rt.Capacity(), "egress", st.proxy != nil, "check_ins", len(targets))
+	if o.addrFile != "" {
+		if err := writeAtomic(o.addrFile, ln.Addr().String()+"\n"); err != nil {
+			srv.Close()
+			return err
+		}
+	}
+
+	loops, stopLoops := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { st.tester.Every(loops, o.selfTestEvery, nil) })
+	if len(targets) > 0 {
+		wg.Go(func() {
+			_ = worker.RunCheckIns(loops, worker.CheckInConfig{
+				Targets: targets, Interval: o.checkInEvery, Logger: log.With("component", "checkin"),
+				Report: func(now time.Time) contract.WorkerCheckIn {
+					return worker.BuildReport(self, st.tester.Last(), st.rt.Capacity(), st.rt.Active(), now)
+				},
+			})
+		})
+	}
+
+	select {
+	case <-ctx.Done():
+	case err = <-served:
+	}
+	log.Info("shutting down")
+	stopLoops()
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.shutdownTimeout)
+	defer cancel()
+	if serr := srv.Shutdown(sctx); serr != nil {
+		srv.Close()
+	}
+	wg.Wait()
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve api: %w", err)
+	}
+	return nil
+}
+
+func status(st *stack) workerapi.Status {
+	s := workerapi.Status{Capacity: st.rt.Capacity(), Active: st.rt.Active()}
+	if last := st.tester.Last(); last != nil {
+		sum := summary(*last)
+		s.SelfTest = &sum
+	}
+	return s
+}
+
+func summary(r worker.Result) workerapi.SelfTestSummary {
+	return workerapi.SelfTestSummary{Passed: r.Passed, Checks: r.Checks, Reasons: r.Reasons, CheckedAt: r.CheckedAt}
+}
+
+// writeAtomic writes data to path through a temporary file and a rename.
+func writeAtomic(path, data string) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".addr-*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.WriteString(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
 }

@@ -119,8 +119,10 @@ var checkInTable = []row{
 // TestCheckInTable sends every row of the answer table to a real server
 // over the real SQLite store and checks status, error code, the logged
 // reason, and that no secret appears in any body or log line.
-func TestCheckInTable(t *testing.T) {
-	f := newFixture(t, openSQLite, fixtureOptions{logs: true})
+func TestCheckInTable(t *testing.T) { eachBackend(t, testCheckInTable) }
+
+func testCheckInTable(t *testing.T, b backend) {
+	f := newFixture(t, b, fixtureOptions{logs: true})
 	outcomes := map[string]int{}
 	for _, tc := range checkInTable {
 		t.Run(tc.name, func(t *testing.T) {
@@ -135,6 +137,12 @@ func TestCheckInTable(t *testing.T) {
 			}
 			if got := line["status"]; got != float64(tc.status) {
 				t.Errorf("logged status %v, want %d", got, tc.status)
+			}
+			if line["route"] != routeCheckIn || line["stream"] == "" || line["duration"] == nil {
+				t.Errorf("log line lacks route, stream or duration: %v", line)
+			}
+			if tc.status == http.StatusOK && line["principal"] != f.services["worker"] {
+				t.Errorf("logged principal %v, want the worker's service %s", line["principal"], f.services["worker"])
 			}
 			outcomes[line["outcome"].(string)]++
 			checkAnswer(t, tc, body)

@@ -15,9 +15,11 @@ import (
 // TestConcurrentCheckIns: 50 streams check in at once, each several times
 // with its own reports; afterwards every stream holds exactly its own last
 // report (none lost, none mixed up).
-func TestConcurrentCheckIns(t *testing.T) {
+func TestConcurrentCheckIns(t *testing.T) { eachBackend(t, testConcurrentCheckIns) }
+
+func testConcurrentCheckIns(t *testing.T, b backend) {
 	const streams, rounds = 50, 4
-	f := newFixture(t, openSQLite, fixtureOptions{})
+	f := newFixture(t, b, fixtureOptions{})
 	ids := make([]string, streams)
 	for i := range ids {
 		ids[i] = f.newStream(t, f.owner)

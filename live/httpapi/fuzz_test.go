@@ -14,7 +14,7 @@ import (
 // never a 500; a refusal is a coded JSON error, and an accepted body is
 // stored exactly.
 func FuzzCheckIn(f *testing.F) {
-	fx := newFixture(f, openSQLite, fixtureOptions{})
+	fx := newFixture(f, sqliteBackend, fixtureOptions{})
 	for _, seed := range []struct {
 		body  string
 		ctype string

@@ -103,17 +103,22 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("new server: %w", err)
 	}
 	s.metrics = m
+	metricsHandler := promhttp.HandlerFor(gat, promhttp.HandlerOpts{})
 	s.mux = http.NewServeMux()
-	s.mux.Handle("POST /api/streams/agent/{id}/plays/worker", s.observe(routeCheckIn, s.handleCheckIn))
-	s.mux.Handle("GET /api/streams/agent/{id}/plays/worker", s.observe(routeOwnerJSON, s.handleOwnerJSON))
-	s.mux.Handle("GET /streams/agent/{id}/worker", s.observe(routeOwnerPage, s.handleOwnerPage))
-	s.mux.Handle("GET /healthz", s.observe(routeHealthz, s.handleHealthz))
-	s.mux.Handle("GET /metrics", promhttp.HandlerFor(gat, promhttp.HandlerOpts{}))
+	s.mux.Handle("POST /api/streams/agent/{id}/plays/worker", route(routeCheckIn, s.handleCheckIn))
+	s.mux.Handle("GET /api/streams/agent/{id}/plays/worker", route(routeOwnerJSON, s.handleOwnerJSON))
+	s.mux.Handle("GET /streams/agent/{id}/worker", route(routeOwnerPage, s.handleOwnerPage))
+	s.mux.Handle("GET /healthz", route(routeHealthz, s.handleHealthz))
+	s.mux.Handle("GET /metrics", route(routeMetrics, func(w http.ResponseWriter, r *http.Request, rl *reqLog) {
+		rl.outcome = "ok"
+		metricsHandler.ServeHTTP(w, r)
+	}))
 	return s, nil
 }
 
-// Handler returns the server's routes as one http.Handler.
-func (s *Server) Handler() http.Handler { return s.mux }
+// Handler returns the server's routes as one http.Handler that logs one
+// line per request.
+func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serve) }
 
 // handleHealthz answers 200 when the store answers, 503 otherwise.
 func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request, rl *reqLog) {

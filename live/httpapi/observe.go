@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 	"time"
@@ -14,6 +15,8 @@ const (
 	routeOwnerJSON = "owner_json"
 	routeOwnerPage = "owner_page"
 	routeHealthz   = "healthz"
+	routeMetrics   = "metrics"
+	routeUnmatched = "unmatched" // no route matched: the mux answered 404 or 405
 )
 
 // outcomeAccepted is the outcome of a check-in that was stored.
@@ -79,6 +82,19 @@ func (rl *reqLog) decided(d decision) {
 // handlerFunc is a route's handler, given the request's log record.
 type handlerFunc func(w http.ResponseWriter, r *http.Request, rl *reqLog)
 
+// logKey finds a request's *reqLog in its context.
+type logKey struct{}
+
+// route adapts h to the mux: it names the route in the request's log record
+// and passes the record on.
+func route(name string, h handlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rl := r.Context().Value(logKey{}).(*reqLog) // set by serve, the mux's only caller
+		rl.route, rl.stream = name, redact(r.PathValue("id"))
+		h(w, r, rl)
+	})
+}
+
 // statusWriter remembers the status a handler answered.
 type statusWriter struct {
 	http.ResponseWriter
@@ -99,34 +115,33 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	return w.ResponseWriter.Write(b)
 }
 
-// observe wraps h with the request's log line and metrics.
-func (s *Server) observe(route string, h handlerFunc) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		rl := &reqLog{route: route, stream: r.PathValue("id")}
-		sw := &statusWriter{ResponseWriter: w}
-		h(sw, r, rl)
-		took := time.Since(start)
-		s.metrics.latency.WithLabelValues(route).Observe(took.Seconds())
-		if route == routeCheckIn && rl.outcome != "" {
-			s.metrics.checkins.WithLabelValues(rl.outcome).Inc()
-		}
-		level := slog.LevelInfo
-		attrs := []slog.Attr{
-			slog.String("route", route),
-			slog.String("method", r.Method),
-			slog.Int("status", sw.status),
-			slog.String("principal", rl.principal),
-			slog.String("stream", rl.stream),
-			slog.Duration("duration", took),
-			slog.String("outcome", rl.outcome),
-			slog.String("code", rl.code),
-			slog.String("reason", rl.reason),
-		}
-		if rl.err != nil {
-			level = slog.LevelError
-			attrs = append(attrs, slog.String("error", rl.err.Error()))
-		}
-		s.log.LogAttrs(r.Context(), level, "request", attrs...)
-	})
+// serve routes r through the mux and then writes the request's one log
+// line and its metrics (requests no route matches included).
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rl := &reqLog{route: routeUnmatched}
+	sw := &statusWriter{ResponseWriter: w}
+	s.mux.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), logKey{}, rl)))
+	took := time.Since(start)
+	s.metrics.latency.WithLabelValues(rl.route).Observe(took.Seconds())
+	if rl.route == routeCheckIn && rl.outcome != "" {
+		s.metrics.checkins.WithLabelValues(rl.outcome).Inc()
+	}
+	level := slog.LevelInfo
+	attrs := []slog.Attr{
+		slog.String("route", rl.route),
+		slog.String("method", r.Method),
+		slog.Int("status", sw.status),
+		slog.String("principal", rl.principal),
+		slog.String("stream", rl.stream),
+		slog.Duration("duration", took),
+		slog.String("outcome", rl.outcome),
+		slog.String("code", rl.code),
+		slog.String("reason", rl.reason),
+	}
+	if rl.err != nil {
+		level = slog.LevelError
+		attrs = append(attrs, slog.String("error", rl.err.Error()))
+	}
+	s.log.LogAttrs(r.Context(), level, "request", attrs...)
 }

@@ -13,8 +13,10 @@ import (
 )
 
 // TestOwnerViewAuth checks who may read GET .../plays/worker.
-func TestOwnerViewAuth(t *testing.T) {
-	f := newFixture(t, openSQLite, fixtureOptions{logs: true})
+func TestOwnerViewAuth(t *testing.T) { eachBackend(t, testOwnerViewAuth) }
+
+func testOwnerViewAuth(t *testing.T, b backend) {
+	f := newFixture(t, b, fixtureOptions{logs: true})
 	for _, tc := range []struct {
 		name   string
 		auth   string // secret name for Bearer, "" none, "=raw" a raw header
@@ -68,8 +70,10 @@ func TestOwnerViewAuth(t *testing.T) {
 // TestCheckInLifecycle: an accepted report is stored byte for byte; a 422
 // clears it at once and the owner sees why; a later accepted report makes
 // the stream alive again.
-func TestCheckInLifecycle(t *testing.T) {
-	f := newFixture(t, openSQLite, fixtureOptions{})
+func TestCheckInLifecycle(t *testing.T) { eachBackend(t, testCheckInLifecycle) }
+
+func testCheckInLifecycle(t *testing.T, b backend) {
+	f := newFixture(t, b, fixtureOptions{})
 	ctx := context.Background()
 	if v := f.ownerView(t, f.stream); v.State != "absent" || v.hasReport() || v.Refusal != nil {
 		t.Fatalf("before any check-in: %+v", v)
@@ -121,8 +125,10 @@ func TestCheckInLifecycle(t *testing.T) {
 // TestHealthClock pins the server's clock around the alive window, through
 // the owner's view. The worker's own at (far in the future) and ready
 // (false) play no part.
-func TestHealthClock(t *testing.T) {
-	f := newFixture(t, openSQLite, fixtureOptions{})
+func TestHealthClock(t *testing.T) { eachBackend(t, testHealthClock) }
+
+func testHealthClock(t *testing.T, b backend) {
+	f := newFixture(t, b, fixtureOptions{})
 	report := strings.Replace(isolationOnly, `{`, `{"ready":false,"at":"2099-01-01T00:00:00Z",`, 1)
 	status, body := f.checkIn(t, f.stream, []byte(report))
 	if status != 200 {
@@ -177,7 +183,7 @@ func jsonEqual(tb testing.TB, a, b []byte) bool {
 
 // TestHealthz answers 200 while the store answers and 503 once it is closed.
 func TestHealthz(t *testing.T) {
-	f := newFixture(t, openSQLite, fixtureOptions{})
+	f := newFixture(t, sqliteBackend, fixtureOptions{})
 	if status, body := f.do(t, req{method: "GET", path: "/healthz"}); status != http.StatusOK {
 		t.Fatalf("healthz %d %s", status, body)
 	}
@@ -188,5 +194,31 @@ func TestHealthz(t *testing.T) {
 	var e errorBody
 	if status != http.StatusServiceUnavailable || json.Unmarshal(body, &e) != nil || e.Error.Code != EUNAVAILABLE {
 		t.Fatalf("healthz on a closed store: %d %s", status, body)
+	}
+}
+
+// TestEveryRequestLogged: requests that no route matches get their line
+// too, and no line holds a secret.
+func TestEveryRequestLogged(t *testing.T) {
+	f := newFixture(t, sqliteBackend, fixtureOptions{logs: true})
+	for _, tc := range []struct {
+		name   string
+		r      req
+		status int
+		route  string
+	}{
+		{"NoSuchPath", req{method: "GET", path: "/nope"}, 404, "unmatched"},
+		{"WrongMethod", req{method: "PUT", path: checkInPath(f.stream), headers: map[string]string{"Authorization": "Bearer " + f.secrets["service"]}}, 405, "unmatched"},
+		{"Metrics", req{method: "GET", path: "/metrics"}, 200, "metrics"},
+		{"Healthz", req{method: "GET", path: "/healthz"}, 200, "healthz"},
+		{"OwnerPage", req{method: "GET", path: "/streams/agent/" + f.stream + "/worker", cookies: []string{f.secrets["session"]}}, 200, "owner_page"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			status, _ := f.do(t, tc.r)
+			line := f.nextLog(t)
+			if status != tc.status || line["route"] != tc.route || line["status"] != float64(tc.status) {
+				t.Fatalf("status %d, log %v; want %d on route %s", status, line, tc.status, tc.route)
+			}
+		})
 	}
 }

@@ -78,7 +78,7 @@ func screenshot(t *testing.T, tab context.Context, name string) {
 // with the owner's session cookie and checks what a person reads: the state,
 // the five facts, the checks, and after a 422 the refusal's errors.
 func TestOwnerPageInChromium(t *testing.T) {
-	f := newFixture(t, openSQLite, fixtureOptions{})
+	f := newFixture(t, sqliteBackend, fixtureOptions{})
 	tab := browser(t)
 	url := f.srv.URL + "/streams/agent/" + f.stream + "/worker"
 	if _, err := chromedp.Call(tab, network.SetCookie, network.SetCookieParams{Name: SessionCookie, Value: f.secrets["session"], URL: f.srv.URL}); err != nil {
@@ -136,7 +136,7 @@ func mustRead(t *testing.T, text string, want ...string) {
 // TestOwnerPageRefusals: the page is for the owner's session only, and its
 // refusals are HTML pages.
 func TestOwnerPageRefusals(t *testing.T) {
-	f := newFixture(t, openSQLite, fixtureOptions{})
+	f := newFixture(t, sqliteBackend, fixtureOptions{})
 	path := "/streams/agent/" + f.stream + "/worker"
 	for _, tc := range []struct {
 		name   string

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -15,9 +16,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"openvibe.network/agentsandbox/internal/testenv"
 	"openvibe.network/agentsandbox/live"
+	"openvibe.network/agentsandbox/live/postgres"
 	"openvibe.network/agentsandbox/live/sqlite"
 )
 
@@ -42,9 +46,29 @@ func (c *clock) Set(t time.Time) {
 	c.now = t
 }
 
-// openStore opens a store on the test's own database, taking receive times
-// from now when the store keeps its own clock.
-type openStore func(tb testing.TB, now func() time.Time) live.Store
+// backend is a store implementation the tests run against.
+type backend struct {
+	name string
+	// open opens a store on the test's own database, taking receive times
+	// from now unless the store uses its database's clock.
+	open func(tb testing.TB, now func() time.Time) live.Store
+	// dbClock says the store takes receive times from its database's
+	// clock, so the server's clock starts at the wall clock, not at epoch.
+	dbClock bool
+}
+
+var (
+	sqliteBackend   = backend{name: "SQLite", open: openSQLite}
+	postgresBackend = backend{name: "PostgreSQL", open: openPostgres, dbClock: true}
+)
+
+// eachBackend runs test once per store implementation. PostgreSQL runs when
+// testenv.PostgresDSN finds a database (and must, when CI is set).
+func eachBackend(t *testing.T, test func(t *testing.T, b backend)) {
+	for _, b := range []backend{sqliteBackend, postgresBackend} {
+		t.Run(b.name, func(t *testing.T) { test(t, b) })
+	}
+}
 
 // openSQLite opens a fresh SQLite store in tb's temporary directory.
 func openSQLite(tb testing.TB, now func() time.Time) live.Store {
@@ -52,6 +76,33 @@ func openSQLite(tb testing.TB, now func() time.Time) live.Store {
 	st, err := sqlite.Open(context.Background(), filepath.Join(tb.TempDir(), "live.db"), sqlite.Options{Now: now})
 	if err != nil {
 		tb.Fatalf("open sqlite: %v", err)
+	}
+	tb.Cleanup(func() { _ = st.Close() })
+	return st
+}
+
+// openPostgres opens a PostgreSQL store in a fresh schema, dropped when tb
+// ends. The store keeps the database's clock, so now is unused.
+func openPostgres(tb testing.TB, _ func() time.Time) live.Store {
+	tb.Helper()
+	dsn := testenv.PostgresDSN(tb)
+	schema := "httpapi_test_" + strings.ToLower(rand.Text()[:12])
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			tb.Errorf("drop schema %s: %v", schema, err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
+			tb.Errorf("drop schema %s: %v", schema, err)
+		}
+	})
+	st, err := postgres.Open(context.Background(), dsn, postgres.Options{Schema: schema})
+	if err != nil {
+		tb.Fatalf("open postgres: %v", err)
 	}
 	tb.Cleanup(func() { _ = st.Close() })
 	return st
@@ -79,10 +130,13 @@ type fixtureOptions struct {
 	logs bool // collect log lines in fixture.logs
 }
 
-func newFixture(tb testing.TB, open openStore, opts fixtureOptions) *fixture {
+func newFixture(tb testing.TB, b backend, opts fixtureOptions) *fixture {
 	tb.Helper()
 	f := &fixture{clock: &clock{now: epoch}, reg: prometheus.NewRegistry(), secrets: map[string]string{}, services: map[string]string{}}
-	f.store = open(tb, f.clock.Now)
+	if b.dbClock {
+		f.clock.Set(time.Now().UTC().Truncate(time.Second))
+	}
+	f.store = b.open(tb, f.clock.Now)
 	cfg := Config{Store: f.store, Now: f.clock.Now, Registerer: f.reg, Gatherer: f.reg}
 	if opts.logs {
 		f.logs = make(chan []byte, 4096)
@@ -121,7 +175,7 @@ func (f *fixture) populate(tb testing.TB) {
 		}
 		f.services[s.name] = svc.ID
 	}
-	past := epoch.Add(-time.Second)
+	past := f.clock.Now().Add(-time.Second)
 	f.credential(tb, "service", live.Credential{Kind: live.KindServiceToken, ServiceID: f.services["worker"]})
 	f.credential(tb, "service_expired", live.Credential{Kind: live.KindServiceToken, ServiceID: f.services["worker"], ExpiresAt: &past})
 	revoked := f.credential(tb, "service_revoked", live.Credential{Kind: live.KindServiceToken, ServiceID: f.services["worker"]})

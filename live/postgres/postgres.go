@@ -14,6 +14,8 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"runtime"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -27,8 +29,8 @@ type Options struct {
 	// works in (search_path on every connection); empty means the DSN's or
 	// the server's search_path (usually public). Tests use a unique schema.
 	Schema string
-	// MaxConns bounds the pool; 0 keeps the DSN's pool_max_conns or pgx's
-	// default.
+	// MaxConns bounds the pool; 0 means the DSN's pool_max_conns, or else
+	// DefaultMaxConns.
 	MaxConns int32
 }
 
@@ -40,6 +42,10 @@ type Store struct {
 }
 
 var _ live.Store = (*Store)(nil)
+
+// DefaultMaxConns is the pool size when neither Options nor the DSN sets
+// one: a check-in makes several short queries, and many arrive at once.
+func DefaultMaxConns() int32 { return int32(max(16, 4*runtime.NumCPU())) }
 
 var schemaPattern = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 
@@ -58,8 +64,11 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		}
 		cfg.ConnConfig.RuntimeParams["search_path"] = opts.Schema
 	}
-	if opts.MaxConns > 0 {
+	switch {
+	case opts.MaxConns > 0:
 		cfg.MaxConns = opts.MaxConns
+	case !strings.Contains(dsn, "pool_max_conns"):
+		cfg.MaxConns = DefaultMaxConns()
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

@@ -22,7 +22,7 @@ func (s *Store) CreateCredential(ctx context.Context, c live.Credential) (live.C
 		c.ExpiresAt = &e
 	}
 	c.RevokedAt = nil
-	err = s.write(ctx, func(ctx context.Context, q execer) error {
+	err = s.writeOne(ctx, func(ctx context.Context, q execer) error {
 		c.CreatedAt = fromNanos(nanos(s.now()))
 		_, err := q.ExecContext(ctx, `INSERT INTO credentials (id, kind, service_id, person_id, hash, created_at, expires_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?)`,
@@ -40,7 +40,7 @@ const credentialColumns = "id, kind, service_id, person_id, hash, created_at, ex
 // CredentialByHash returns the credential whose secret hashes to hash,
 // revoked and expired ones included. Errors: ENOTFOUND.
 func (s *Store) CredentialByHash(ctx context.Context, hash [32]byte) (live.Credential, error) {
-	c, err := scanCredential(s.rdb.QueryRowContext(ctx, "SELECT "+credentialColumns+" FROM credentials WHERE hash = ?", hash[:]))
+	c, err := scanCredential(s.readRow(ctx, "SELECT "+credentialColumns+" FROM credentials WHERE hash = ?", hash[:]))
 	if errors.Is(err, sql.ErrNoRows) {
 		return c, live.Errorf(live.ENOTFOUND, "no credential has that secret")
 	}
@@ -53,7 +53,7 @@ func (s *Store) CredentialByHash(ctx context.Context, hash [32]byte) (live.Crede
 // RevokeCredential marks credential id revoked at the store's time; revoking
 // it again keeps the first time. Errors: ENOTFOUND.
 func (s *Store) RevokeCredential(ctx context.Context, id string) error {
-	return s.write(ctx, func(ctx context.Context, q execer) error {
+	return s.writeOne(ctx, func(ctx context.Context, q execer) error {
 		res, err := q.ExecContext(ctx, "UPDATE credentials SET revoked_at = coalesce(revoked_at, ?) WHERE id = ?", nanos(s.now()), id)
 		if err != nil {
 			return fmt.Errorf("revoke credential %s: %w", id, err)

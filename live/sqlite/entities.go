@@ -18,7 +18,7 @@ func (s *Store) CreatePerson(ctx context.Context, p live.Person) (live.Person, e
 	if err != nil {
 		return p, err
 	}
-	err = s.write(ctx, func(ctx context.Context, q execer) error {
+	err = s.writeOne(ctx, func(ctx context.Context, q execer) error {
 		p.CreatedAt = fromNanos(nanos(s.now()))
 		_, err := q.ExecContext(ctx, "INSERT INTO persons (id, name, created_at) VALUES (?, ?, ?)", p.ID, p.Name, nanos(p.CreatedAt))
 		return err
@@ -31,7 +31,7 @@ func (s *Store) CreatePerson(ctx context.Context, p live.Person) (live.Person, e
 
 // Person returns the person with id. Errors: ENOTFOUND.
 func (s *Store) Person(ctx context.Context, id string) (live.Person, error) {
-	p, err := scanPerson(s.rdb.QueryRowContext(ctx, "SELECT id, name, created_at FROM persons WHERE id = ?", id))
+	p, err := scanPerson(s.readRow(ctx, "SELECT id, name, created_at FROM persons WHERE id = ?", id))
 	return p, getError("person", id, err)
 }
 
@@ -55,7 +55,7 @@ func (s *Store) CreateStream(ctx context.Context, st live.Stream) (live.Stream, 
 	if err != nil {
 		return st, err
 	}
-	err = s.write(ctx, func(ctx context.Context, q execer) error {
+	err = s.writeOne(ctx, func(ctx context.Context, q execer) error {
 		st.CreatedAt = fromNanos(nanos(s.now()))
 		_, err := q.ExecContext(ctx, "INSERT INTO streams (id, owner_id, created_at) VALUES (?, ?, ?)", st.ID, st.OwnerID, nanos(st.CreatedAt))
 		return err
@@ -68,7 +68,7 @@ func (s *Store) CreateStream(ctx context.Context, st live.Stream) (live.Stream, 
 
 // Stream returns the stream with id. Errors: ENOTFOUND.
 func (s *Store) Stream(ctx context.Context, id string) (live.Stream, error) {
-	st, err := scanStream(s.rdb.QueryRowContext(ctx, "SELECT id, owner_id, created_at FROM streams WHERE id = ?", id))
+	st, err := scanStream(s.readRow(ctx, "SELECT id, owner_id, created_at FROM streams WHERE id = ?", id))
 	return st, getError("stream", id, err)
 }
 
@@ -96,7 +96,7 @@ func (s *Store) CreateService(ctx context.Context, sv live.Service) (live.Servic
 	if err != nil {
 		return sv, fmt.Errorf("create service: %w", err)
 	}
-	err = s.write(ctx, func(ctx context.Context, q execer) error {
+	err = s.writeOne(ctx, func(ctx context.Context, q execer) error {
 		sv.CreatedAt = fromNanos(nanos(s.now()))
 		_, err := q.ExecContext(ctx, "INSERT INTO services (id, name, first_party, capabilities, created_at) VALUES (?, ?, ?, ?, ?)",
 			sv.ID, sv.Name, sv.FirstParty, string(caps), nanos(sv.CreatedAt))
@@ -110,7 +110,7 @@ func (s *Store) CreateService(ctx context.Context, sv live.Service) (live.Servic
 
 // Service returns the service with id. Errors: ENOTFOUND.
 func (s *Store) Service(ctx context.Context, id string) (live.Service, error) {
-	sv, err := scanService(s.rdb.QueryRowContext(ctx, "SELECT id, name, first_party, capabilities, created_at FROM services WHERE id = ?", id))
+	sv, err := scanService(s.readRow(ctx, "SELECT id, name, first_party, capabilities, created_at FROM services WHERE id = ?", id))
 	return sv, getError("service", id, err)
 }
 

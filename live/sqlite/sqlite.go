@@ -37,7 +37,9 @@ type Options struct {
 type Store struct {
 	now    func() time.Time
 	wdb    *sql.DB // one connection, used only by the writer goroutine
+	wconn  *wconn  // that connection
 	rdb    *sql.DB // query-only pool
+	rstmts sync.Map
 	ops    chan writeOp
 	quit   chan struct{}
 	done   chan struct{}
@@ -86,6 +88,13 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		_ = s.rdb.Close()
 		return nil, fmt.Errorf("open sqlite store %s: %w", path, err)
 	}
+	conn, err := s.wdb.Conn(ctx)
+	if err != nil {
+		_ = s.wdb.Close()
+		_ = s.rdb.Close()
+		return nil, fmt.Errorf("open sqlite store %s: %w", path, err)
+	}
+	s.wconn = &wconn{conn: conn, stmts: map[string]*sql.Stmt{}}
 	go s.writer()
 	return s, nil
 }
@@ -97,7 +106,11 @@ func (s *Store) Close() error {
 	s.closer.Do(func() {
 		close(s.quit)
 		<-s.done
-		err = errors.Join(s.rdb.Close(), s.wdb.Close())
+		s.rstmts.Range(func(_, st any) bool {
+			err = errors.Join(err, st.(*sql.Stmt).Close())
+			return true
+		})
+		err = errors.Join(err, s.wconn.close(), s.rdb.Close(), s.wdb.Close())
 		if err != nil {
 			err = fmt.Errorf("close sqlite store: %w", err)
 		}
@@ -126,4 +139,32 @@ func fromNullNanos(n sql.NullInt64) *time.Time {
 	}
 	t := fromNanos(n.Int64)
 	return &t
+}
+
+// readRow runs query on the read pool as a statement prepared once (and
+// then once per connection). A failed prepare surfaces from the row's Scan.
+// The point reads it serves take microseconds, so they are not cancelled:
+// the driver would otherwise start a goroutine per query to watch ctx.
+func (s *Store) readRow(ctx context.Context, query string, args ...any) *sql.Row {
+	ctx = context.WithoutCancel(ctx)
+	st, err := s.readStmt(ctx, query)
+	if err != nil {
+		return s.rdb.QueryRowContext(ctx, query, args...)
+	}
+	return st.QueryRowContext(ctx, args...)
+}
+
+func (s *Store) readStmt(ctx context.Context, query string) (*sql.Stmt, error) {
+	if st, ok := s.rstmts.Load(query); ok {
+		return st.(*sql.Stmt), nil
+	}
+	st, err := s.rdb.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	if prev, loaded := s.rstmts.LoadOrStore(query, st); loaded {
+		_ = st.Close()
+		return prev.(*sql.Stmt), nil
+	}
+	return st, nil
 }

@@ -20,7 +20,7 @@ func (s *Store) Accept(ctx context.Context, r live.Registration) (live.Registrat
 		return r, err
 	}
 	r.Report = append([]byte(nil), r.Report...)
-	err := s.write(ctx, func(ctx context.Context, q execer) error {
+	err := s.writeOne(ctx, func(ctx context.Context, q execer) error {
 		r.ReceivedAt = fromNanos(nanos(s.now()))
 		_, err := q.ExecContext(ctx, `INSERT INTO registrations (stream_id, report, received_at, service_id, subject_id)
 			VALUES (?, ?, ?, ?, ?)
@@ -85,7 +85,7 @@ func (s *Store) Worker(ctx context.Context, streamID string) (live.WorkerRecord,
 	var report []byte
 	var received, at sql.NullInt64
 	var regSvc, regSub, refSvc, refSub, errs sql.NullString
-	err := s.rdb.QueryRowContext(ctx, `SELECT r.report, r.received_at, r.service_id, r.subject_id,
+	err := s.readRow(ctx, `SELECT r.report, r.received_at, r.service_id, r.subject_id,
 			f.at, f.service_id, f.subject_id, f.errors
 		FROM streams s
 		LEFT JOIN registrations r ON r.stream_id = s.id

@@ -20,17 +20,30 @@ type execer interface {
 }
 
 // writeOp is one write waiting for the writer: fn runs inside the group's
-// transaction, in its own savepoint; its error (or the commit's) goes to done.
+// transaction, in its own savepoint unless it is a single statement (which
+// SQLite undoes by itself when it fails); its error (or the commit's) goes
+// to done.
 type writeOp struct {
-	fn   func(ctx context.Context, q execer) error
-	done chan error
+	fn     func(ctx context.Context, q execer) error
+	single bool
+	done   chan error
 }
 
-// write hands fn to the writer and waits until its group is committed. Once
-// the writer has taken fn, write waits for the outcome even if ctx ends, so
-// the caller never misreads a committed write as failed.
+// write hands fn, which may run several statements, to the writer and waits
+// until its group is committed. Once the writer has taken fn, write waits
+// for the outcome even if ctx ends, so the caller never misreads a committed
+// write as failed.
 func (s *Store) write(ctx context.Context, fn func(ctx context.Context, q execer) error) error {
-	op := writeOp{fn: fn, done: make(chan error, 1)}
+	return s.submit(ctx, writeOp{fn: fn, done: make(chan error, 1)})
+}
+
+// writeOne is write for an fn that changes the database with one statement
+// at most (it may read after a failure): it needs no savepoint.
+func (s *Store) writeOne(ctx context.Context, fn func(ctx context.Context, q execer) error) error {
+	return s.submit(ctx, writeOp{fn: fn, single: true, done: make(chan error, 1)})
+}
+
+func (s *Store) submit(ctx context.Context, op writeOp) error {
 	select {
 	case s.ops <- op:
 	case <-ctx.Done():
@@ -72,9 +85,13 @@ func (s *Store) writer() {
 func (s *Store) commit(batch []writeOp) {
 	ctx := context.Background()
 	errs := make([]error, len(batch))
-	err := s.inTx(ctx, func(conn *sql.Conn) error {
+	err := s.inTx(ctx, func(w *wconn) error {
 		for i, op := range batch {
-			errs[i] = inSavepoint(ctx, conn, op.fn)
+			if op.single {
+				errs[i] = op.fn(ctx, w)
+			} else {
+				errs[i] = inSavepoint(ctx, w, op.fn)
+			}
 		}
 		return nil
 	})
@@ -87,28 +104,24 @@ func (s *Store) commit(batch []writeOp) {
 }
 
 // inTx runs fn between BEGIN IMMEDIATE and COMMIT on the writer's connection.
-func (s *Store) inTx(ctx context.Context, fn func(conn *sql.Conn) error) error {
-	conn, err := s.wdb.Conn(ctx)
-	if err != nil {
-		return fmt.Errorf("write: %w", err)
-	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+func (s *Store) inTx(ctx context.Context, fn func(w *wconn) error) error {
+	w := s.wconn
+	if _, err := w.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 		return fmt.Errorf("write: begin: %w", err)
 	}
-	if err := fn(conn); err != nil {
-		_, _ = conn.ExecContext(ctx, "ROLLBACK")
+	if err := fn(w); err != nil {
+		_, _ = w.ExecContext(ctx, "ROLLBACK")
 		return err
 	}
-	if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
-		_, _ = conn.ExecContext(ctx, "ROLLBACK")
+	if _, err := w.ExecContext(ctx, "COMMIT"); err != nil {
+		_, _ = w.ExecContext(ctx, "ROLLBACK")
 		return fmt.Errorf("write: commit: %w", err)
 	}
 	return nil
 }
 
 // inSavepoint runs fn so that its failure undoes only its own changes.
-func inSavepoint(ctx context.Context, conn *sql.Conn, fn func(ctx context.Context, q execer) error) error {
+func inSavepoint(ctx context.Context, conn *wconn, fn func(ctx context.Context, q execer) error) error {
 	if _, err := conn.ExecContext(ctx, "SAVEPOINT op"); err != nil {
 		return fmt.Errorf("write: savepoint: %w", err)
 	}
@@ -122,4 +135,51 @@ func inSavepoint(ctx context.Context, conn *sql.Conn, fn func(ctx context.Contex
 		return errors.Join(ferr, fmt.Errorf("write: release savepoint: %w", err))
 	}
 	return ferr
+}
+
+// wconn is the writer's one connection, with its statements prepared once.
+// Only the writer goroutine uses it.
+type wconn struct {
+	conn  *sql.Conn
+	stmts map[string]*sql.Stmt
+}
+
+func (w *wconn) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
+	if st, ok := w.stmts[query]; ok {
+		return st, nil
+	}
+	st, err := w.conn.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	w.stmts[query] = st
+	return st, nil
+}
+
+// ExecContext runs query as a prepared statement.
+func (w *wconn) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	st, err := w.stmt(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return st.ExecContext(ctx, args...)
+}
+
+// QueryRowContext runs query as a prepared statement. A failed prepare
+// surfaces from the row's Scan.
+func (w *wconn) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	st, err := w.stmt(ctx, query)
+	if err != nil {
+		return w.conn.QueryRowContext(ctx, query, args...)
+	}
+	return st.QueryRowContext(ctx, args...)
+}
+
+// close releases the statements and the connection.
+func (w *wconn) close() error {
+	var errs []error
+	for _, st := range w.stmts {
+		errs = append(errs, st.Close())
+	}
+	return errors.Join(append(errs, w.conn.Close())...)
 }

@@ -5,6 +5,7 @@
 //
 //	loadgen run  --url http://127.0.0.1:PORT --token T --subject P --streams 100 --conns 64 --duration 10s --body FILE
 //	loadgen bare --listen 127.0.0.1:0 --addr-file FILE
+//	loadgen report < RESULTS   (a table of the runs' JSON lines)
 package main
 
 import (
@@ -27,7 +28,7 @@ func main() {
 	log.SetFlags(0)
 	log.SetPrefix("loadgen: ")
 	if len(os.Args) < 2 {
-		log.Fatal("usage: loadgen run|bare [flags]")
+		log.Fatal("usage: loadgen run|bare|report [flags]")
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -37,8 +38,10 @@ func main() {
 		err = runCmd(ctx, os.Args[2:])
 	case "bare":
 		err = bareCmd(ctx, os.Args[2:])
+	case "report":
+		err = reportCmd(os.Stdin, os.Stdout)
 	default:
-		err = fmt.Errorf("unknown command %q: use run or bare", os.Args[1])
+		err = fmt.Errorf("unknown command %q: use run, bare or report", os.Args[1])
 	}
 	if err != nil {
 		log.Fatal(err)

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -25,12 +27,15 @@ type result struct {
 	MaxMs    float64 `json:"max_ms"`
 	Non2xx   int     `json:"non_2xx"`
 	Errors   int     `json:"errors"`
+	// ServerCPUus is the server process's CPU time (user+system) per
+	// measured request, in microseconds (0 when its pid is not given).
+	ServerCPUus float64 `json:"server_cpu_us_per_request"`
 }
 
 // runConfig is one load run.
 type runConfig struct {
 	name, url, token, subject, streamPrefix string
-	streams, conns, maxRequests             int
+	streams, conns, maxRequests, serverPID  int
 	duration, warmup                        time.Duration
 	body                                    []byte
 }
@@ -48,6 +53,7 @@ func runCmd(ctx context.Context, args []string) error {
 	fs.IntVar(&c.maxRequests, "max-requests", 2_000_000, "stop after this many requests")
 	fs.DurationVar(&c.duration, "duration", 10*time.Second, "how long to measure")
 	fs.DurationVar(&c.warmup, "warmup", time.Second, "how long to send before measuring")
+	fs.IntVar(&c.serverPID, "server-pid", 0, "the server's `PID`, to report its CPU time per request")
 	bodyFile := fs.String("body", "", "the check-in report `FILE`")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -83,6 +89,11 @@ func runLoad(ctx context.Context, c runConfig) (result, error) {
 		non2xx, errors int
 	}
 	tallies := make([]tally, c.conns)
+	cpu0 := make(chan time.Duration, 1)
+	go func() {
+		time.Sleep(time.Until(start))
+		cpu0 <- cpuTime(c.serverPID)
+	}()
 	var wg sync.WaitGroup
 	for w := range c.conns {
 		wg.Go(func() {
@@ -107,6 +118,7 @@ func runLoad(ctx context.Context, c runConfig) (result, error) {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	cpu := cpuTime(c.serverPID) - <-cpu0
 	var all []time.Duration
 	r := result{Name: c.name}
 	for _, t := range tallies {
@@ -121,6 +133,7 @@ func runLoad(ctx context.Context, c runConfig) (result, error) {
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	r.Requests, r.Seconds = len(all), elapsed.Seconds()
 	r.PerSec = float64(len(all)) / elapsed.Seconds()
+	r.ServerCPUus = float64(cpu.Microseconds()) / float64(len(all))
 	r.P50ms, r.P99ms, r.MaxMs = ms(all[len(all)*50/100]), ms(all[len(all)*99/100]), ms(all[len(all)-1])
 	return r, nil
 }
@@ -141,4 +154,24 @@ func post(ctx context.Context, client *http.Client, c runConfig, stream string) 
 	_, _ = io.Copy(io.Discard, resp.Body)
 	_ = resp.Body.Close()
 	return resp.StatusCode, nil
+}
+
+// cpuTime returns the user+system CPU time of process pid so far, from
+// /proc/PID/stat (0 when pid is 0 or unreadable).
+func cpuTime(pid int) time.Duration {
+	if pid == 0 {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the command name (which may hold spaces) start at ") ".
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.Atoi(f[11])
+	stime, _ := strconv.Atoi(f[12])
+	return time.Duration(utime+stime) * time.Second / 100 // USER_HZ
 }

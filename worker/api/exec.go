@@ -176,19 +176,24 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	ew.finish(finalEvent(id, end.res, end.err, q))
+	addLog(r.Context(), execLog(q, ew, end.res, end.err)...)
+	return nil
+}
+
+// execLog is what an exec adds to its request's log line (never stdin).
+func execLog(q *outQueue, ew *eventWriter, res sandbox.ExecResult, err error) []slog.Attr {
 	total, dropped := q.counts()
 	attrs := []slog.Attr{slog.Int64("stdout_bytes", total[stdout]), slog.Int64("stderr_bytes", total[stderr]),
 		slog.Int64("dropped_bytes", dropped[stdout]+dropped[stderr]), slog.Int("events", ew.events)}
-	if end.err == nil {
-		attrs = append(attrs, slog.Int("exit_code", end.res.ExitCode), slog.String("reason", end.res.Reason))
+	if err == nil {
+		attrs = append(attrs, slog.Int("exit_code", res.ExitCode), slog.String("reason", res.Reason))
 	} else {
-		attrs = append(attrs, slog.String("exec_error", end.err.Error()))
+		attrs = append(attrs, slog.String("exec_error", err.Error()))
 	}
 	if ew.err != nil {
 		attrs = append(attrs, slog.String("client", "stalled or gone: "+ew.err.Error()))
 	}
-	addLog(r.Context(), attrs...)
-	return nil
+	return attrs
 }
 
 // finalEvent is the last event of an exec.
@@ -230,7 +235,19 @@ func (ew *eventWriter) start() {
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Content-Type-Options", "nosniff")
 	ew.w.WriteHeader(http.StatusOK)
+	ew.deadline()
 	ew.flush()
+}
+
+// deadline gives the next write WriteTimeout from now (replacing the
+// http.Server's own write timeout, which a long command would outlive).
+func (ew *eventWriter) deadline() {
+	if ew.err != nil {
+		return
+	}
+	if err := ew.rc.SetWriteDeadline(time.Now().Add(ew.timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		ew.err = err
+	}
 }
 
 // send writes the events of chunks; it reports false once the client has
@@ -264,11 +281,8 @@ func (ew *eventWriter) finish(last ExecEvent) {
 
 // write sends one event and flushes it, under a fresh write deadline.
 func (ew *eventWriter) write(ev ExecEvent) {
+	ew.deadline()
 	if ew.err != nil {
-		return
-	}
-	if err := ew.rc.SetWriteDeadline(time.Now().Add(ew.timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
-		ew.err = err
 		return
 	}
 	if err := ew.enc.Encode(ev); err != nil {

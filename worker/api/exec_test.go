@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"strings"
 	"testing"
@@ -155,6 +156,11 @@ func rawExec(tb testing.TB, ts *testServer, id string) net.Conn {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { conn.Close() })
+	// a small receive buffer, so the kernel cannot absorb what the client
+	// does not read, whatever the machine's TCP autotuning
+	if err := conn.(*net.TCPConn).SetReadBuffer(16 << 10); err != nil {
+		tb.Fatal(err)
+	}
 	body := `{"argv":["yes"]}`
 	fmt.Fprintf(conn, "POST /v1/sandboxes/%s/exec HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
 		id, testToken, len(body), body)
@@ -271,5 +277,33 @@ func TestOutQueue(t *testing.T) {
 	}
 	if got := q.take(); got != nil {
 		t.Fatalf("third take %+v", got)
+	}
+}
+
+// TestExecOutlivesServerWriteTimeout: a command that runs longer than the
+// http.Server's WriteTimeout still streams to its end, as each event gets
+// its own write deadline.
+func TestExecOutlivesServerWriteTimeout(t *testing.T) {
+	const serverTimeout = 100 * time.Millisecond
+	fake := apitest.NewFake(1)
+	fake.ExecFunc = func(_ context.Context, _ string, _ sandbox.ExecRequest, stdout, _ io.Writer) (sandbox.ExecResult, error) {
+		fmt.Fprint(stdout, "a")
+		time.Sleep(3 * serverTimeout) // silent for longer than the server's timeout
+		fmt.Fprint(stdout, "b")
+		return sandbox.ExecResult{}, nil
+	}
+	id := mustCreate(t, fake)
+	s, err := New(Config{Runtime: fake, Token: testToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(s.Handler())
+	srv.Config.WriteTimeout = serverTimeout
+	srv.Start()
+	defer srv.Close()
+	resp := postExec(t, &testServer{srv: srv}, id, `{"argv":["x"]}`)
+	want := []ExecEvent{{Stream: "stdout", Data: "a"}, {Stream: "stdout", Data: "b"}, {ExitCode: code(0)}}
+	if evs := readAll(t, resp.Body); !reflect.DeepEqual(evs, want) {
+		t.Fatalf("events %s", jsonOf(evs))
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
+	"syscall"
 
 	"openvibe.network/agentsandbox/sandbox"
 )
@@ -40,9 +42,14 @@ func (s *Server) fileTarget(r *http.Request) (id, rel string, err error) {
 }
 
 // fileError maps an error of PutFile or GetFile on a sandbox that exists.
+// The runtime reports a full workspace only in its error's text.
 func fileError(op string, err error) error {
-	if errors.Is(err, sandbox.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+	switch {
+	case errors.Is(err, sandbox.ErrNotFound) || errors.Is(err, fs.ErrNotExist):
 		return &Error{Status: http.StatusNotFound, Code: "file_not_found", Message: "no such file in the workspace"}
+	case errors.Is(err, syscall.ENOSPC) || strings.Contains(err.Error(), syscall.ENOSPC.Error()):
+		return &Error{Status: http.StatusInsufficientStorage, Code: "workspace_full",
+			Message: "the workspace is full (its disk limit is reached); remove files or write less"}
 	}
 	return fmt.Errorf("%s: %w", op, err)
 }

@@ -54,8 +54,9 @@ func addLog(ctx context.Context, attrs ...slog.Attr) {
 	}
 }
 
-// logRequests writes one line per request: method, route, status, sandbox
-// id, duration and what the handler added. It never logs headers or bodies,
+// logRequests writes one line per request: method, route, status (0 when
+// the answer was cut off), sandbox id, duration and what the handler added
+// (at level error for a 5xx or a cut-off answer). It never logs headers or bodies,
 // so neither the token nor stdin reaches the log.
 func (s *Server) logRequests(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -82,7 +83,11 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 			la.mu.Lock()
 			attrs = append(attrs, la.attrs...)
 			la.mu.Unlock()
-			s.cfg.Logger.LogAttrs(r.Context(), slog.LevelInfo, "worker api request", attrs...)
+			level := slog.LevelInfo
+			if status >= 500 || status == 0 {
+				level = slog.LevelError
+			}
+			s.cfg.Logger.LogAttrs(r.Context(), level, "worker api request", attrs...)
 		}()
 		next.ServeHTTP(lw, r)
 	})

@@ -1,6 +1,7 @@
 package workerapi
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -118,6 +119,13 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) error {
 	})
 	if err != nil {
 		return fmt.Errorf("create sandbox: %w", err)
+	}
+	if err := r.Context().Err(); err != nil {
+		// The client left and will never learn the id: do not keep the
+		// slot busy until the time box ends.
+		rep, derr := s.cfg.Runtime.Delete(context.WithoutCancel(r.Context()), info.ID)
+		addLog(r.Context(), slog.String("abandoned", info.ID), slog.Bool("wiped", derr == nil && rep.Verified))
+		return fmt.Errorf("create sandbox: client gone: %w", err)
 	}
 	addLog(r.Context(), slog.String("created", info.ID))
 	writeJSON(w, http.StatusCreated, sandboxOf(info))

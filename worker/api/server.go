@@ -190,10 +190,20 @@ func refuseDotSegments(next http.Handler) http.Handler {
 	})
 }
 
+// bearer returns the token of an `Authorization: Bearer TOKEN` header (the
+// scheme in any case), or false.
+func bearer(h string) (string, bool) {
+	const scheme = "bearer "
+	if len(h) <= len(scheme) || !strings.EqualFold(h[:len(scheme)], scheme) {
+		return "", false
+	}
+	return h[len(scheme):], true
+}
+
 // authenticate answers 401 unless the request carries the bearer token.
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		got, ok := bearer(r.Header.Get("Authorization"))
 		sum := sha256.Sum256([]byte(got))
 		if !ok || subtle.ConstantTimeCompare(sum[:], s.tokenHash[:]) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="codes-sandbox"`)
@@ -216,9 +226,8 @@ func (s *Server) endpoint(h func(*Server, http.ResponseWriter, *http.Request) er
 			return
 		}
 		apiErr := toError(err)
-		if apiErr.Status >= 500 {
-			s.cfg.Logger.LogAttrs(r.Context(), slog.LevelError, "worker api fault",
-				slog.String("route", r.Pattern), slog.String("error", err.Error()))
+		if apiErr.Status >= 500 { // the details stay in the log
+			addLog(r.Context(), slog.String("error", err.Error()))
 		}
 		if lw != nil && lw.wrote {
 			panic(http.ErrAbortHandler)

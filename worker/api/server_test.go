@@ -183,6 +183,8 @@ func routeCases(full func(*apitest.Fake)) []routeCase {
 			wantStatus: 401, wantCode: "unauthorized", wantMsg: "Authorization: Bearer", check: wantHeader("WWW-Authenticate", `Bearer realm="codes-sandbox"`)},
 		{name: "ErrWrongToken", method: "GET", path: "/v1/status", hdr: map[string]string{"Authorization": "Bearer " + testToken + "x"},
 			wantStatus: 401, wantCode: "unauthorized", check: wantHeader("WWW-Authenticate", `Bearer realm="codes-sandbox"`)},
+		{name: "SchemeAnyCase", method: "GET", path: "/v1/status", hdr: map[string]string{"Authorization": "bearer " + testToken}, wantStatus: 200},
+		{name: "ErrEmptyBearer", method: "GET", path: "/v1/status", hdr: map[string]string{"Authorization": "Bearer "}, wantStatus: 401, wantCode: "unauthorized"},
 		{name: "ErrBasicAuth", method: "GET", path: "/v1/status", hdr: map[string]string{"Authorization": "Basic " + testToken},
 			wantStatus: 401, wantCode: "unauthorized"},
 		{name: "ErrUnauthenticatedUnknownRoute", method: "GET", path: "/nope", hdr: map[string]string{"Authorization": ""},
@@ -364,5 +366,96 @@ func checkCreate(timeBox time.Duration, env map[string]string) func(*testing.T, 
 				t.Fatalf("env %s = %q, want %q", k, got.Env[k], v)
 			}
 		}
+	}
+}
+
+func TestCreatePassesWorkerSettings(t *testing.T) {
+	fake := apitest.NewFake(1)
+	ts := newTestServer(t, fake, func(c *Config) {
+		c.Egress = true
+		c.Limits = sandbox.Limits{MemoryMB: 512, Pids: 64}
+	})
+	if a := ts.do(t, "POST", "/v1/sandboxes", `{"time_box_minutes":7}`, nil); a.status != 201 {
+		t.Fatalf("create: %d %s", a.status, a.body)
+	}
+	got := fake.Created()
+	want := sandbox.Options{TimeBox: 7 * time.Minute, Egress: true, Limits: sandbox.Limits{MemoryMB: 512, Pids: 64}}
+	if len(got) != 1 || got[0].TimeBox != want.TimeBox || got[0].Egress != want.Egress || got[0].Limits != want.Limits {
+		t.Fatalf("runtime got %+v, want %+v", got, want)
+	}
+}
+
+// brokenFiles is a runtime whose GetFile fails after writing some content.
+type brokenFiles struct{ *apitest.Fake }
+
+func (b brokenFiles) GetFile(_ context.Context, _, _ string, w io.Writer) error {
+	if _, err := w.Write([]byte("partial")); err != nil {
+		return err
+	}
+	return errors.New("read: i/o error")
+}
+
+// TestGetFileFailsMidway: a file that fails after its first bytes is cut
+// off, so the client sees an error and not a short file.
+func TestGetFileFailsMidway(t *testing.T) {
+	fake := apitest.NewFake(1)
+	id := mustCreate(t, fake)
+	s, err := New(Config{Runtime: brokenFiles{fake}, Token: testToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	req, _ := http.NewRequest("GET", srv.URL+"/v1/sandboxes/"+id+"/files/f", nil)
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		return // cut off before the headers: the client sees an error
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err == nil {
+		t.Fatalf("read a cut-off file without an error: %d %q", resp.StatusCode, body)
+	}
+}
+
+// slowCreate is a runtime whose Create waits until its client has left.
+type slowCreate struct {
+	*apitest.Fake
+	entered chan struct{}
+}
+
+func (s slowCreate) Create(ctx context.Context, o sandbox.Options) (sandbox.Info, error) {
+	close(s.entered)
+	<-ctx.Done()
+	return s.Fake.Create(context.WithoutCancel(ctx), o)
+}
+
+// TestCreateAbandoned: a sandbox created for a client that left is deleted
+// at once rather than holding its slot until the time box ends.
+func TestCreateAbandoned(t *testing.T) {
+	fake := apitest.NewFake(1)
+	rt := slowCreate{Fake: fake, entered: make(chan struct{})}
+	logs := &syncBuffer{}
+	s, err := New(Config{Runtime: rt, Token: testToken, Logger: slog.New(slog.NewJSONHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL+"/v1/sandboxes", strings.NewReader(`{}`))
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	go func() {
+		<-rt.entered
+		cancel()
+	}()
+	if resp, err := srv.Client().Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatal("the request outlived its context")
+	}
+	waitFor(t, func() bool { return strings.Contains(logs.String(), `"abandoned":"sb-1","wiped":true`) })
+	if n := fake.Active(); n != 0 {
+		t.Fatalf("%d sandboxes left after the client left", n)
 	}
 }

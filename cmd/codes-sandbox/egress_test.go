@@ -1,0 +1,75 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/netip"
+	"strings"
+	"testing"
+)
+
+// literalOnly is a resolver for tests: it resolves nothing, so only
+// literals are checked and no real name is ever looked up.
+type literalOnly struct{}
+
+func (literalOnly) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	if host == "public.test" {
+		return []netip.Addr{netip.MustParseAddr("93.184.216.34")}, nil
+	}
+	return nil, context.DeadlineExceeded
+}
+
+func TestEgressCheck(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		code   int
+		reason string
+		addrs  []string
+	}{
+		{"AllowedLiteral", []string{"93.184.216.34:443"}, 0, "ok", []string{"93.184.216.34"}},
+		{"AllowedName", []string{"public.test:80"}, 0, "ok", []string{"93.184.216.34"}},
+		{"Loopback", []string{"127.0.0.1:80"}, 1, "private-address", []string{"127.0.0.1"}},
+		{"Metadata", []string{"169.254.169.254:80"}, 1, "private-address", []string{"169.254.169.254"}},
+		{"Port", []string{"93.184.216.34:22"}, 1, "port-not-allowed", []string{}},
+		{"PortsFlag", []string{"--ports", "22", "93.184.216.34:22"}, 0, "ok", []string{"93.184.216.34"}},
+		{"Numeric", []string{"0x7f.1:80"}, 1, "not-canonical-host", []string{}},
+		{"Unresolvable", []string{"nowhere.test:443"}, 1, "resolve-failed", []string{}},
+		{"NoArgs", nil, 2, "", nil},
+		{"TwoArgs", []string{"a:80", "b:80"}, 2, "", nil},
+		{"BadPortsFlag", []string{"--ports", "x", "a:80"}, 2, "", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			code := egressCheck(context.Background(), tc.args, literalOnly{}, &out, &errb)
+			if code != tc.code {
+				t.Fatalf("exit %d, want %d (stdout %q stderr %q)", code, tc.code, out.String(), errb.String())
+			}
+			if tc.code == 2 {
+				if !strings.Contains(errb.String(), "usage") && !strings.Contains(errb.String(), "bad port") {
+					t.Fatalf("stderr %q", errb.String())
+				}
+				return
+			}
+			var got struct {
+				Allowed   bool     `json:"allowed"`
+				Reason    string   `json:"reason"`
+				Addresses []string `json:"addresses"`
+			}
+			if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+				t.Fatalf("stdout %q: %v", out.String(), err)
+			}
+			if got.Allowed != (tc.code == 0) || got.Reason != tc.reason || strings.Join(got.Addresses, ",") != strings.Join(tc.addrs, ",") || got.Addresses == nil {
+				t.Fatalf("got %+v, want reason %s addresses %v", got, tc.reason, tc.addrs)
+			}
+		})
+	}
+}
+
+func TestEgressCmdUsage(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := egressCmd(context.Background(), []string{"nope"}, nil, &out, &errb); code != 2 {
+		t.Fatalf("exit %d, want 2", code)
+	}
+}

@@ -1,0 +1,105 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"openvibe.network/agentsandbox/internal/testenv"
+)
+
+// TestMain lets this test binary serve as the sandbox init, as main does.
+func TestMain(m *testing.M) {
+	if code, ok := maybeInit(); ok {
+		os.Exit(code)
+	}
+	os.Exit(m.Run())
+}
+
+// cancelOn cancels once what was written contains want.
+type cancelOn struct {
+	buf    bytes.Buffer
+	want   string
+	cancel context.CancelFunc
+}
+
+func (c *cancelOn) Write(p []byte) (int, error) {
+	c.buf.Write(p)
+	if strings.Contains(c.buf.String(), c.want) {
+		c.cancel()
+	}
+	return len(p), nil
+}
+
+func TestRunCmd(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		args       []string
+		stdin      string
+		wantCode   int
+		wantStdout string
+		wantStderr string // a substring
+		sandbox    bool
+	}{
+		{name: "ExitCode", args: []string{"--", "sh", "-c", "echo out; echo err >&2; exit 3"}, wantCode: 3, wantStdout: "out\n", wantStderr: "err", sandbox: true},
+		{name: "Stdin", args: []string{"--", "tr", "a-z", "A-Z"}, stdin: "hello", wantStdout: "HELLO", sandbox: true},
+		{name: "Env", args: []string{"--env", "GREETING=hi", "--", "sh", "-c", "echo $GREETING $HOME"}, wantStdout: "hi /workspace\n", sandbox: true},
+		{name: "TimeBox", args: []string{"--time-box", "1s", "--", "sleep", "60"}, wantCode: 137, wantStderr: "the time box (1s) ended the command", sandbox: true},
+		{name: "Memory", args: []string{"--memory-mb", "64", "--", "python3", "-c", "x = b'a' * (512 << 20)"}, wantCode: 137, wantStderr: "the memory limit (64 MB) killed the command", sandbox: true},
+		{name: "Pids", args: []string{"--pids", "16", "--", "sh", "-c", "i=0; while [ $i -lt 50 ]; do sleep 30 & i=$((i+1)); done; wait"}, wantCode: 2, wantStderr: "the process limit (16 pids) was reached", sandbox: true},
+		{name: "Disk", args: []string{"--disk-mb", "4", "--", "dd", "if=/dev/zero", "of=/workspace/f", "bs=1M", "count=8"}, wantCode: 1, wantStderr: "No space left on device", sandbox: true},
+		{name: "ErrNoCommand", args: []string{"--memory-mb", "64"}, wantCode: 2, wantStderr: "no command given"},
+		{name: "ErrBadEnv", args: []string{"--env", "NOEQUALS", "--", "true"}, wantCode: 2, wantStderr: "want K=V"},
+		{name: "ErrTimeBox", args: []string{"--time-box", "1h", "--", "true"}, wantCode: 125, wantStderr: "time box", sandbox: true},
+		{name: "Help", args: []string{"--help"}, wantCode: 0, wantStderr: "usage: codes-sandbox run"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.sandbox {
+				testenv.RequireSandbox(t)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			var out, errb bytes.Buffer
+			code := runCmd(ctx, tc.args, strings.NewReader(tc.stdin), &out, &errb)
+			if code != tc.wantCode || out.String() != tc.wantStdout || !strings.Contains(errb.String(), tc.wantStderr) {
+				t.Fatalf("exit %d stdout %q stderr %q; want %d %q %q", code, out.String(), errb.String(), tc.wantCode, tc.wantStdout, tc.wantStderr)
+			}
+			assertNoSandboxLeft(t, &errb)
+		})
+	}
+}
+
+// TestRunInterrupted cancels a run (as Ctrl-C does) and checks that it
+// exits 130 and that the sandbox's command is gone.
+func TestRunInterrupted(t *testing.T) {
+	testenv.RequireSandbox(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out := &cancelOn{want: "started", cancel: cancel}
+	var errb bytes.Buffer
+	marker := fmt.Sprintf("61.%09d", time.Now().Nanosecond()) // a unique sleep duration
+	code := runCmd(ctx, []string{"--", "sh", "-c", "echo started; exec sleep " + marker}, strings.NewReader(""), out, &errb)
+	if code != 130 || !strings.Contains(errb.String(), "interrupted; the sandbox was wiped") {
+		t.Fatalf("exit %d stderr %q", code, errb.String())
+	}
+	assertNoSandboxLeft(t, &errb)
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		if b, _ := os.ReadFile(p); strings.Contains(string(b), marker) {
+			t.Fatalf("the interrupted command survived: %s %q", p, b)
+		}
+	}
+}
+
+// assertNoSandboxLeft fails when the run reported a wipe it could not verify.
+func assertNoSandboxLeft(t *testing.T, stderr *bytes.Buffer) {
+	t.Helper()
+	if s := stderr.String(); strings.Contains(s, "verified") {
+		t.Fatalf("the wipe was not verified: %s", s)
+	}
+}

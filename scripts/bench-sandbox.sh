@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Benchmarks the sandbox (issue 4), all in one run so the figures see the
+# same machine load:
+#   - `codes-sandbox run -- /bin/true` next to a bare `bwrap --unshare-all ...
+#     /bin/true` (alternating, N rounds each),
+#   - exec of /bin/true in an existing sandbox,
+#   - Create (until the init accepts commands) and the verified wipe.
+# Prints p50/p90 in milliseconds. Needs root, bubblewrap and cgroups.
+# Usage: scripts/bench-sandbox.sh [N]   (default 200)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH=/usr/local/go/bin:$PATH
+n=${1:-200}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+go build -o "$tmp/codes-sandbox" ./cmd/codes-sandbox
+echo "bench-sandbox: $n rounds, $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+BENCH_CODES_SANDBOX="$tmp/codes-sandbox" CI=true \
+	go test -run '^$' -bench '^Benchmark(OneOff|ExecTrue|Create|Wipe)$' -benchtime "${n}x" -count 1 ./sandbox/ |
+	tee "$tmp/out" | grep -E '^(Benchmark|ok|FAIL|---)' || true
+awk '
+	/^Benchmark/ {
+		name = $1; sub(/^Benchmark/, "", name); sub(/-[0-9]+$/, "", name)
+		for (i = 3; i < NF; i += 2) { v[name, $(i+1)] = $i }
+	}
+	END {
+		printf "\n%-34s %9s %9s\n", "operation", "p50 ms", "p90 ms"
+		printf "%-34s %9s %9s\n", "raw bwrap /bin/true", v["OneOff", "raw-bwrap-p50-ms"], v["OneOff", "raw-bwrap-p90-ms"]
+		printf "%-34s %9s %9s\n", "codes-sandbox run -- /bin/true", v["OneOff", "run-p50-ms"], v["OneOff", "run-p90-ms"]
+		printf "%-34s %9s %9s\n", "exec /bin/true (existing sandbox)", v["ExecTrue", "p50-ms"], v["ExecTrue", "p90-ms"]
+		printf "%-34s %9s %9s\n", "create (until ready)", v["Create", "p50-ms"], v["Create", "p90-ms"]
+		printf "%-34s %9s %9s\n", "wipe (verified)", v["Wipe", "p50-ms"], v["Wipe", "p90-ms"]
+		if (v["OneOff", "raw-bwrap-p50-ms"] > 0)
+			printf "\nrun / raw bwrap (p50): %.2fx (target <= 2x); exec p50 target < 3 ms; wipe p50 target < 10 ms\n",
+				v["OneOff", "run-p50-ms"] / v["OneOff", "raw-bwrap-p50-ms"]
+	}' "$tmp/out"
+grep -q '^ok' "$tmp/out"
