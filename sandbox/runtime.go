@@ -60,8 +60,9 @@ type Runtime struct {
 	cfg     Config
 	cg      *cgroup.Hierarchy
 	seccomp []byte
-	dir     string // this runtime's directory under StateDir
-	init    string // the copied init binary
+	dir     string   // this runtime's directory under StateDir
+	dirLock *os.File // held while the runtime lives (see removeStale)
+	init    string   // the copied init binary
 	etcDir  string
 	links   map[string]string
 	log     *slog.Logger
@@ -256,6 +257,9 @@ func (r *Runtime) Close() error {
 		if err := os.RemoveAll(r.dir); err != nil {
 			errs = append(errs, fmt.Errorf("close: %w", err))
 		}
+	}
+	if r.dirLock != nil {
+		r.dirLock.Close()
 	}
 	return errors.Join(errs...)
 }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // prepareDir makes the runtime's own directory under StateDir: the init
@@ -18,6 +19,7 @@ func (r *Runtime) prepareDir() error {
 	if err := ensureTraversable(r.cfg.StateDir); err != nil {
 		return err
 	}
+	r.removeStale()
 	dir, err := os.MkdirTemp(r.cfg.StateDir, "rt-")
 	if err != nil {
 		return fmt.Errorf("state dir: %w", err)
@@ -25,6 +27,9 @@ func (r *Runtime) prepareDir() error {
 	r.dir = dir
 	if err := os.Chmod(dir, 0o755); err != nil {
 		return fmt.Errorf("state dir: %w", err)
+	}
+	if r.dirLock, err = lockFile(filepath.Join(dir, "lock")); err != nil || r.dirLock == nil {
+		return fmt.Errorf("state dir: lock: %v", err)
 	}
 	r.init = filepath.Join(dir, "init")
 	if err := copyBinary(r.cfg.InitBinary, r.init); err != nil {
@@ -152,18 +157,53 @@ func (r *Runtime) reserveSlots() error {
 // lockUID locks the uid's lock file; nil without error when another runtime
 // holds it.
 func lockUID(dir string, uid int) (*os.File, error) {
-	f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(uid)+".lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := lockFile(filepath.Join(dir, strconv.Itoa(uid)+".lock"))
 	if err != nil {
-		return nil, fmt.Errorf("reserve uids: %w", err)
+		return nil, fmt.Errorf("reserve uids: lock uid %d: %w", uid, err)
+	}
+	return f, nil
+}
+
+// lockFile opens (creating) and exclusively locks path; nil without error
+// when another process holds the lock. The lock lasts until the file is
+// closed or the process ends.
+func lockFile(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, err
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
 			return nil, nil
 		}
-		return nil, fmt.Errorf("reserve uids: lock uid %d: %w", uid, err)
+		return nil, err
 	}
 	return f, nil
+}
+
+// staleAge is how old a runtime directory must be before another runtime
+// may judge it stale.
+const staleAge = time.Minute
+
+// removeStale removes the directories of runtimes that ended without Close
+// (a crashed worker: its sandboxes died with it, by the parent-death
+// signal). A live runtime holds the lock in its directory.
+func (r *Runtime) removeStale() {
+	dirs, _ := filepath.Glob(filepath.Join(r.cfg.StateDir, "rt-*"))
+	for _, d := range dirs {
+		fi, err := os.Stat(d)
+		if err != nil || time.Since(fi.ModTime()) < staleAge {
+			continue
+		}
+		f, err := lockFile(filepath.Join(d, "lock"))
+		if err != nil || f == nil {
+			continue
+		}
+		err = os.RemoveAll(d)
+		f.Close()
+		r.log.Warn("removed the directory of a runtime that ended without closing", "dir", d, "error", err)
+	}
 }
 
 func (r *Runtime) releaseSlots() {

@@ -66,7 +66,8 @@ type contractBody struct {
 }
 
 // writeError answers err as {"error":{code,message}} with the table's status
-// and notes the code in rl. Internal details stay in the log.
+// and notes the code in rl. Internal details stay in the log (a detail the
+// handler already noted in rl.err is kept).
 func writeError(w http.ResponseWriter, rl *reqLog, err error) {
 	code := live.ErrorCode(err)
 	if _, ok := codes[code]; !ok {
@@ -74,10 +75,10 @@ func writeError(w http.ResponseWriter, rl *reqLog, err error) {
 	}
 	ci := infoOf(code)
 	rl.note(code, ci.outcome)
-	if code == live.EINTERNAL || code == EUNAVAILABLE {
+	if (code == live.EINTERNAL || code == EUNAVAILABLE) && rl.err == nil {
 		rl.err = err
 	}
-	writeJSON(w, ci.status, errorBody{Error: errorDetail{Code: code, Message: live.ErrorMessage(err)}})
+	writeJSON(w, ci.status, errorBody{Error: errorDetail{Code: code, Message: redact(live.ErrorMessage(err))}})
 }
 
 // writeContractRefusal answers a 422 with the validator's errors.

@@ -89,11 +89,8 @@ func New(cfg Config) (*Server, error) {
 	}
 	reg, gat := cfg.Registerer, cfg.Gatherer
 	if reg == nil {
-		r := prometheus.NewRegistry()
-		if err := r.Register(collectors.NewGoCollector()); err != nil {
-			return nil, fmt.Errorf("new server: %w", err)
-		}
-		if err := r.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
+		r, err := ownRegistry()
+		if err != nil {
 			return nil, fmt.Errorf("new server: %w", err)
 		}
 		reg, gat = r, r
@@ -114,6 +111,17 @@ func New(cfg Config) (*Server, error) {
 		metricsHandler.ServeHTTP(w, r)
 	}))
 	return s, nil
+}
+
+// ownRegistry returns a fresh registry with the Go and process collectors.
+func ownRegistry() (*prometheus.Registry, error) {
+	r := prometheus.NewRegistry()
+	for _, c := range []prometheus.Collector{collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
+		if err := r.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
 }
 
 // Handler returns the server's routes as one http.Handler that logs one

@@ -181,12 +181,14 @@ func jsonEqual(tb testing.TB, a, b []byte) bool {
 	return bytes.Equal(xb, yb)
 }
 
-// TestHealthz answers 200 while the store answers and 503 once it is closed.
+// TestHealthz answers 200 while the store answers and 503 once it is
+// closed, logging why.
 func TestHealthz(t *testing.T) {
-	f := newFixture(t, sqliteBackend, fixtureOptions{})
+	f := newFixture(t, sqliteBackend, fixtureOptions{logs: true})
 	if status, body := f.do(t, req{method: "GET", path: "/healthz"}); status != http.StatusOK {
 		t.Fatalf("healthz %d %s", status, body)
 	}
+	f.nextLog(t)
 	if err := f.store.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -194,6 +196,9 @@ func TestHealthz(t *testing.T) {
 	var e errorBody
 	if status != http.StatusServiceUnavailable || json.Unmarshal(body, &e) != nil || e.Error.Code != EUNAVAILABLE {
 		t.Fatalf("healthz on a closed store: %d %s", status, body)
+	}
+	if line := f.nextLog(t); line["level"] != "ERROR" || !strings.Contains(line["error"].(string), "closed") {
+		t.Fatalf("log line %v, want the store's error", line)
 	}
 }
 
