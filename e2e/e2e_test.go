@@ -77,6 +77,9 @@ func TestWorkerChecksInAlive(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	runInSandbox(ctx, t, wc)
+	if st, err := wc.RunSelfTest(ctx); err != nil || !st.Passed {
+		t.Errorf("self-test on demand: %+v %v", st, err)
+	}
 
 	// A sandbox still running at shutdown is wiped by it.
 	left, err := wc.Create(ctx, client.CreateOptions{TimeBoxMinutes: 5})

@@ -35,6 +35,9 @@ type BwrapSpec struct {
 	InitArgs   []string
 	// ControlDir is the per-sandbox host directory bound at ControlDir.
 	ControlDir string
+	// Command, when set, is run instead of the init (a one-command sandbox,
+	// see Runtime.Run); InitBinary, InitArgs and ControlDir are then unused.
+	Command []string
 	// EtcDir is the prepared /etc (see buildEtc), bound read-only.
 	EtcDir string
 	// UsrLinks maps top-level names to their symlink targets, e.g.
@@ -56,15 +59,18 @@ type BwrapSpec struct {
 
 // Argv returns the bubblewrap arguments (without the program name) for spec:
 // every namespace unshared and nested user namespaces disabled, all
-// capabilities dropped, a new session, die-with-parent, a cleared
+// capabilities dropped, a new session, die-with-parent, the command as the
+// sandbox's pid 1 (so that bubblewrap's own process reaps it: no orphan is
+// left for the host's init when the sandbox ends), a cleared
 // environment, a read-only view of /usr and the few /etc files programs need,
 // fresh /proc and /dev, tmpfs /workspace and /tmp, the sandbox user, the
-// seccomp filter, and the init as the command. It is a pure function.
+// seccomp filter, and the init (or spec.Command) as the command. It is a
+// pure function.
 func Argv(spec BwrapSpec) []string {
 	a := []string{
 		"--unshare-all", "--unshare-user", "--disable-userns",
 		"--cap-drop", "ALL",
-		"--new-session", "--die-with-parent",
+		"--new-session", "--die-with-parent", "--as-pid-1",
 		"--uid", strconv.Itoa(SandboxUID), "--gid", strconv.Itoa(SandboxGID),
 		"--hostname", spec.Hostname,
 		"--clearenv",
@@ -82,8 +88,11 @@ func Argv(spec BwrapSpec) []string {
 		"--dev", "/dev",
 		"--size", strconv.FormatInt(spec.TmpBytes, 10), "--tmpfs", "/tmp",
 		"--size", strconv.FormatInt(spec.DiskBytes, 10), "--tmpfs", Workspace,
-		"--bind", spec.ControlDir, ControlDir,
-		"--ro-bind", spec.InitBinary, InitPath,
+	)
+	if len(spec.Command) == 0 {
+		a = append(a, "--bind", spec.ControlDir, ControlDir, "--ro-bind", spec.InitBinary, InitPath)
+	}
+	a = append(a,
 		"--remount-ro", "/",
 		"--chdir", Workspace,
 		"--seccomp", strconv.Itoa(spec.SeccompFD),
@@ -93,6 +102,9 @@ func Argv(spec BwrapSpec) []string {
 	}
 	if spec.BlockFD > 0 {
 		a = append(a, "--block-fd", strconv.Itoa(spec.BlockFD))
+	}
+	if len(spec.Command) > 0 {
+		return append(append(a, "--"), spec.Command...)
 	}
 	a = append(a, "--", InitPath)
 	return append(a, spec.InitArgs...)

@@ -46,11 +46,11 @@ func TestArgv(t *testing.T) {
 			name: "Isolation",
 			want: [][]string{
 				{"--unshare-all", "--unshare-user", "--disable-userns"},
-				{"--cap-drop", "ALL"}, {"--new-session"}, {"--die-with-parent"},
+				{"--cap-drop", "ALL"}, {"--new-session"}, {"--die-with-parent"}, {"--as-pid-1"},
 				{"--uid", "1000", "--gid", "1000"}, {"--clearenv"},
 				{"--seccomp", "3"}, {"--hostname", "sandbox"},
 			},
-			absent: []string{"--share-net", "--cap-add", "--info-fd", "--block-fd", "--as-pid-1"},
+			absent: []string{"--share-net", "--cap-add", "--info-fd", "--block-fd"},
 		},
 		{
 			name: "Filesystem",
@@ -137,7 +137,7 @@ func TestResolve(t *testing.T) {
 		{"MaxTimeBox", Options{TimeBox: MaxTimeBox}, Options{TimeBox: MaxTimeBox, Limits: Limits{MemoryMB: 2048, DiskMB: 512, Pids: 256, CPUPercent: 100}}, ""},
 		{"ErrTimeBoxLong", Options{TimeBox: MaxTimeBox + time.Second}, Options{}, "time box"},
 		{"ErrTimeBoxNegative", Options{TimeBox: -time.Second}, Options{}, "time box"},
-		{"ErrPidsTooFew", Options{Limits: Limits{Pids: 2}}, Options{}, "at least 8"},
+		{"ErrPidsTooFew", Options{Limits: Limits{Pids: 8}}, Options{}, "at least 16"},
 		{"ErrMemoryTooSmall", Options{Limits: Limits{MemoryMB: 4}}, Options{}, "at least 16"},
 		{"ErrEnvName", Options{Env: map[string]string{"": "x"}}, Options{}, "env"},
 	} {

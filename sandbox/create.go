@@ -17,7 +17,11 @@ import (
 
 // Bounds of Options.
 const (
+	// MinTimeBox is the shortest time box (short ones serve tests).
 	MinTimeBox = time.Second
+	// minPids is the smallest pids limit: bubblewrap and the init use about 8
+	// tasks (the init's threads count).
+	minPids = 16
 	// tmpBytes is the size of each sandbox's /tmp.
 	tmpBytes = 64 << 20
 	// startTimeout bounds a sandbox's start when ctx has no deadline.
@@ -38,6 +42,7 @@ type box struct {
 	stderr *tailBuffer
 	detach func()
 	timer  *time.Timer
+	direct *directRun // set for a one-command sandbox (Runtime.Run)
 
 	mu     sync.Mutex
 	reason string // why the sandbox ended: time_box, deleted, memory, exited
@@ -84,8 +89,8 @@ func resolve(o Options) (Options, error) {
 			*f.v = f.def
 		}
 	}
-	if l.Pids < 8 {
-		return o, fmt.Errorf("limit pids is %d; a sandbox needs at least 8", l.Pids)
+	if l.Pids < minPids {
+		return o, fmt.Errorf("limit pids is %d; a sandbox needs at least %d (its init and bubblewrap use about 8)", l.Pids, minPids)
 	}
 	if l.MemoryMB < 16 {
 		return o, fmt.Errorf("limit memory_mb is %d; a sandbox needs at least 16", l.MemoryMB)

@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"net"
 	"os"
 	"slices"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // initSpec is the init's argument.
@@ -28,6 +31,7 @@ type initSpec struct {
 type initServer struct {
 	env       map[string]string // base environment of every command
 	workspace *os.File          // the workspace directory, for file operations
+	reaper    *reaper
 }
 
 // RunInit is the init of a sandbox, run inside it as the sandbox user: it
@@ -46,6 +50,12 @@ func RunInit(arg string, hooks InitHooks) int {
 			env[k] = v
 		}
 	}
+	// No descriptor but the standard streams reaches a command (the ready
+	// pipe is written below through its own handle).
+	_ = unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC)
+	// The init is pid 1: it reaps from the start (before the bridge, which
+	// might start processes).
+	rp := newReaper()
 	ctx := context.Background()
 	if spec.Egress {
 		if hooks.Bridge == nil {
@@ -72,7 +82,7 @@ func RunInit(arg string, hooks InitHooks) int {
 		return initFail("signal ready", err)
 	}
 	_ = ready.Close()
-	s := &initServer{env: env, workspace: ws}
+	s := &initServer{env: env, workspace: ws, reaper: rp}
 	for {
 		c, err := ln.Accept()
 		if err != nil {

@@ -42,44 +42,42 @@ func (s *initServer) exec(req controlRequest, fr *frameReader, fw *frameWriter) 
 		Args:        req.Argv,
 		Env:         env,
 		Dir:         dir,
-		Stdout:      kindWriter{fw, frameStdout},
-		Stderr:      kindWriter{fw, frameStderr},
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
-		WaitDelay:   waitDelay,
 	}
-	stdin, err := cmd.StdinPipe()
+	p, err := newCommandPipes(cmd)
 	if err != nil {
 		return controlDone{Code: codeFailed, Error: err.Error()}
 	}
-	if err := cmd.Start(); err != nil {
+	defer p.closeAll()
+	status, err := s.reaper.start(cmd)
+	p.closeChild()
+	if err != nil {
 		_ = fw.frame(frameStderr, []byte("sandbox: "+err.Error()+"\n"))
 		_ = drain(fr, nil)
 		return controlDone{ExitCode: exitCodeOf(err)}
 	}
 	k := &groupKiller{pgid: cmd.Process.Pid}
-	kill := k.kill
 	go func() {
-		err := drain(fr, stdinWriter{stdin})
-		_ = stdin.Close()
-		if errors.Is(err, io.EOF) {
-			kill("deleted") // the client went away
-			return
+		err := drain(fr, stdinWriter{p.stdin})
+		_ = p.stdin.Close()
+		if err == nil {
+			_ = drain(fr, nil) // the client closes the connection to cancel
 		}
-		_ = drain(fr, nil) // the client closes the connection to cancel
-		kill("deleted")
+		k.kill("deleted") // the client went away
 	}()
 	if req.Timeout > 0 {
-		t := time.AfterFunc(time.Duration(req.Timeout), func() { kill("timeout") })
+		t := time.AfterFunc(time.Duration(req.Timeout), func() { k.kill("timeout") })
 		defer t.Stop()
 	}
-	werr := cmd.Wait()
-	why := k.finish()
-	if cmd.ProcessState == nil {
-		return controlDone{Code: codeFailed, Error: fmt.Sprintf("wait: %v", werr)}
-	}
-	done := controlDone{ExitCode: exitStatus(cmd.ProcessState)}
-	if why == "timeout" {
-		done.Reason = why
+	exited := make(chan struct{})
+	output := make(chan struct{})
+	go func() { p.copyOutput(fw, exited); close(output) }()
+	ws := <-status
+	close(exited)
+	<-output
+	done := controlDone{ExitCode: waitStatusCode(ws)}
+	if k.finish() == "timeout" {
+		done.Reason = "timeout"
 	}
 	return done
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -37,9 +38,24 @@ func TestIsolation(t *testing.T) {
 	}
 	t.Cleanup(func() { os.Remove(rootCanary); os.RemoveAll(configDir) })
 
+	// A descriptor this process inherited without close-on-exec (as a
+	// worker might from whoever started it) must not reach the sandbox.
+	leakFD, err := syscall.Open(rootCanary, syscall.O_RDONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Close(leakFD) })
+
 	rt := newRuntime(t, Config{Capacity: 1})
 	info := newBox(t, rt, Options{})
 	id := info.ID
+
+	t.Run("OnlyStandardDescriptors", func(t *testing.T) {
+		out := shOK(t, rt, id, "ls /proc/self/fd")
+		if out != "0\n1\n2\n3\n" { // 3 is ls's own directory
+			t.Fatalf("descriptors in a command: %q (the test leaked fd %d)", out, leakFD)
+		}
+	})
 
 	t.Run("OnlyLoopback", func(t *testing.T) {
 		out := shOK(t, rt, id, "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '; echo routes; tail -n +2 /proc/net/route; tail -n +2 /proc/net/ipv6_route | grep -v ' lo$' || true")

@@ -24,6 +24,9 @@ func TestLimits(t *testing.T) {
 		if err != nil || len(pids) > 32 {
 			t.Fatalf("%d processes in the sandbox, limit 32 (%v)", len(pids), err)
 		}
+		if out := shOK(t, rt, info.ID, "echo alive"); out != "alive\n" {
+			t.Fatalf("the sandbox's init did not survive the fork loop: %q", out)
+		}
 	})
 	t.Run("Memory", func(t *testing.T) {
 		info := newBox(t, rt, Options{Limits: Limits{MemoryMB: 64}})

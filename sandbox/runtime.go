@@ -114,6 +114,7 @@ func NewRuntime(cfg Config) (*Runtime, error) {
 	if err := r.reserveSlots(); err != nil {
 		r.releaseSlots()
 		_ = os.RemoveAll(r.dir)
+		r.dirLock.Close()
 		return nil, fmt.Errorf("new runtime: %w", err)
 	}
 	return r, nil

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,12 +20,13 @@ import (
 	"openvibe.network/agentsandbox/sandbox/cgroup"
 )
 
-// File descriptors of bubblewrap (ExtraFiles from 3 on).
+// File descriptors of bubblewrap (ExtraFiles from 3 on). The ready pipe is
+// last: a sandbox that runs one command directly has none.
 const (
 	fdSeccomp = 3
-	fdReady   = 4
-	fdInfo    = 5
-	fdBlock   = 6
+	fdInfo    = 4
+	fdBlock   = 5
+	fdReady   = 6
 )
 
 // baseEnv is the environment of the init and so of every command, before the
@@ -38,11 +41,15 @@ var baseEnv = map[string]string{
 
 // start makes b's cgroup and control directory, attaches egress, starts
 // bubblewrap as the slot's uid, moves it into the cgroup while it waits
-// before starting the init, and waits until the init is ready.
+// before starting the init, and waits until the init is ready. For a direct
+// sandbox (b.direct) there is no init: start returns once the command may
+// run.
 func (r *Runtime) start(ctx context.Context, b *box) error {
 	o := b.opts
-	if err := mkControlDir(b.dir, b.slot.uid); err != nil {
-		return err
+	if b.direct == nil {
+		if err := mkControlDir(b.dir, b.slot.uid); err != nil {
+			return err
+		}
 	}
 	g, err := r.cg.Create(b.id, cgroup.Limits{
 		MemoryBytes: int64(o.Limits.MemoryMB) << 20,
@@ -67,6 +74,9 @@ func (r *Runtime) start(ctx context.Context, b *box) error {
 	defer p.close()
 	if err := r.enter(ctx, b, p); err != nil {
 		return err
+	}
+	if b.direct != nil {
+		return nil
 	}
 	return waitReady(ctx, p.ready, b)
 }
@@ -140,10 +150,14 @@ func (r *Runtime) launch(b *box) (*launchPipes, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start sandbox: seccomp: %w", err)
 	}
-	for _, pair := range []struct {
+	pipes := []struct {
 		keep   **os.File
 		parent bool // the runtime keeps the read end
-	}{{&p.ready, true}, {&p.info, true}, {&p.block, false}} {
+	}{{&p.info, true}, {&p.block, false}, {&p.ready, true}}
+	if b.direct != nil {
+		pipes = pipes[:2]
+	}
+	for _, pair := range pipes {
 		rd, wr, err := os.Pipe()
 		if err != nil {
 			p.close()
@@ -171,6 +185,16 @@ func (r *Runtime) launch(b *box) (*launchPipes, error) {
 			Pdeathsig:  syscall.SIGKILL,
 		},
 	}
+	if d := b.direct; d != nil {
+		b.cmd.Stdin, b.cmd.Stdout, b.cmd.Stderr = d.stdin, d.stdout, d.stderr
+		b.cmd.WaitDelay = waitDelay
+	}
+	// Only the files above reach bubblewrap: any descriptor this process
+	// inherited without close-on-exec (Go opens its own with it) is marked.
+	if err := unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		p.close()
+		return nil, fmt.Errorf("start sandbox: mark descriptors close-on-exec: %w", err)
+	}
 	if err := b.cmd.Start(); err != nil {
 		p.close()
 		return nil, fmt.Errorf("start sandbox: bubblewrap: %w", err)
@@ -184,21 +208,26 @@ func (r *Runtime) launch(b *box) (*launchPipes, error) {
 
 // bwrapSpec resolves b's options into the bubblewrap spec.
 func (r *Runtime) bwrapSpec(b *box) BwrapSpec {
-	init, _ := json.Marshal(initSpec{Env: b.opts.Env, Egress: b.opts.Egress, ReadyFD: fdReady})
-	return BwrapSpec{
-		InitBinary: r.init,
-		InitArgs:   []string{initMarker, string(init)},
-		ControlDir: b.dir,
-		EtcDir:     r.etcDir,
-		UsrLinks:   r.links,
-		DiskBytes:  int64(b.opts.Limits.DiskMB) << 20,
-		TmpBytes:   min(tmpBytes, int64(b.opts.Limits.DiskMB)<<20),
-		Hostname:   hostname,
-		Env:        baseEnv,
-		SeccompFD:  fdSeccomp,
-		InfoFD:     fdInfo,
-		BlockFD:    fdBlock,
+	spec := BwrapSpec{
+		EtcDir:    r.etcDir,
+		UsrLinks:  r.links,
+		DiskBytes: int64(b.opts.Limits.DiskMB) << 20,
+		TmpBytes:  min(tmpBytes, int64(b.opts.Limits.DiskMB)<<20),
+		Hostname:  hostname,
+		Env:       baseEnv,
+		SeccompFD: fdSeccomp,
+		InfoFD:    fdInfo,
+		BlockFD:   fdBlock,
 	}
+	if b.direct != nil {
+		spec.Command = b.direct.argv
+		spec.Env = maps.Clone(baseEnv)
+		maps.Copy(spec.Env, b.opts.Env)
+		return spec
+	}
+	init, _ := json.Marshal(initSpec{Env: b.opts.Env, Egress: b.opts.Egress, ReadyFD: fdReady})
+	spec.InitBinary, spec.InitArgs, spec.ControlDir = r.init, []string{initMarker, string(init)}, b.dir
+	return spec
 }
 
 // waitReady waits for the init's ready byte; EOF means the sandbox died

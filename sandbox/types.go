@@ -6,7 +6,9 @@
 // Options map to the bubblewrap argv by a pure function (Argv); the Runtime
 // owns N slots and creates, executes in, copies files to and from, and wipes
 // sandboxes. Inside each sandbox runs a small init (this program's own
-// binary, re-executed; see RunInit) that executes the commands it is sent.
+// binary, re-executed; see MaybeReexec and RunInit) as the sandbox's pid 1,
+// which executes the commands it is sent over a unix socket. Runtime.Run
+// runs one command in a fresh sandbox without an init (codes-sandbox run).
 package sandbox
 
 import (
@@ -59,8 +61,10 @@ type ExecRequest struct {
 // ExecResult is how a command ended.
 type ExecResult struct {
 	ExitCode int `json:"exit_code"`
-	// Reason is set when a limit ended the command: "timeout", "time_box",
-	// "memory", "pids", "deleted"; empty for a normal exit.
+	// Reason is set when a limit ended the command: "timeout" (the
+	// request's timeout), "time_box", "memory", "pids", "deleted" (the
+	// sandbox was deleted, or the caller went away), "exited" (the sandbox
+	// ended by itself); empty for a normal exit.
 	Reason string `json:"reason,omitempty"`
 }
 

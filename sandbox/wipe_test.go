@@ -2,11 +2,18 @@ package sandbox
 
 import (
 	"context"
+	"errors"
+	"io/fs"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
+
+	"openvibe.network/agentsandbox/internal/testenv"
 )
 
 // TestWipeVerifies proves that the wipe's verification can fail: a process
@@ -44,4 +51,41 @@ func TestWipeVerifies(t *testing.T) {
 	// Close reports nothing new (the sandbox is gone); the runtime dir and
 	// uid lock go with it.
 	_ = leak.Process.Kill()
+}
+
+// TestRemoveStale proves that a new runtime removes the directory of a
+// runtime that ended without Close, and keeps a live one's.
+func TestRemoveStale(t *testing.T) {
+	testenv.RequireSandbox(t)
+	state, err := os.MkdirTemp("/run", "codes-sandbox-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(state) })
+	if err := os.Chmod(state, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-2 * staleAge)
+	for _, name := range []string{"rt-stale", "rt-live"} {
+		if err := os.MkdirAll(filepath.Join(state, name, "abc"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	live, err := lockFile(filepath.Join(state, "rt-live", "lock"))
+	if err != nil || live == nil {
+		t.Fatalf("lock: %v", err)
+	}
+	defer live.Close()
+	for _, name := range []string{"rt-stale", "rt-live"} {
+		if err := os.Chtimes(filepath.Join(state, name), old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	newRuntime(t, Config{Capacity: 1, StateDir: state})
+	if _, err := os.Stat(filepath.Join(state, "rt-stale")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("stale runtime dir kept: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(state, "rt-live", "abc")); err != nil {
+		t.Fatalf("live runtime dir removed: %v", err)
+	}
 }

@@ -17,7 +17,8 @@ ROUNDS=${1:-100}
 TMP=$(mktemp -d)
 WORKER_PID=
 cleanup() {
-	[ -n "$WORKER_PID" ] && kill -TERM "$WORKER_PID" 2>/dev/null && wait "$WORKER_PID" 2>/dev/null || true
+	if [ -n "$WORKER_PID" ]; then kill -TERM "$WORKER_PID" 2>/dev/null && wait "$WORKER_PID" 2>/dev/null || true; fi
+	if [ "${KEEP_LOG:-}" ]; then cp "$TMP/worker.log" /tmp/bench-worker.log; fi
 	rm -rf "$TMP"
 }
 trap cleanup EXIT
@@ -40,12 +41,17 @@ for _ in $(seq 300); do [ -s "$TMP/addr" ] && break; sleep 0.1; done
 API="http://$(cat "$TMP/addr")"
 auth=(-H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json')
 
+api_round() {
+	local id
+	id=$(curl -fsS "${auth[@]}" -X POST "$API/v1/sandboxes" -d '{}' | sed -n 's/.*"id":"\([^"]*\)".*/\1/p')
+	[ -n "$id" ] || return 1
+	curl -fsS "${auth[@]}" -X POST "$API/v1/sandboxes/$id/exec" -d '{"argv":["/bin/true"]}' | grep -q '"exit_code":0' || return 1
+	curl -fsS "${auth[@]}" -X DELETE "$API/v1/sandboxes/$id" -o /dev/null
+}
+failed=0
 for _ in $(seq "$ROUNDS"); do
 	t0=$(now)
-	id=$(curl -fsS "${auth[@]}" -X POST "$API/v1/sandboxes" -d '{}' | sed -n 's/.*"id":"\([^"]*\)".*/\1/p')
-	curl -fsS "${auth[@]}" -X POST "$API/v1/sandboxes/$id/exec" -d '{"argv":["/bin/true"]}' | grep -q '"exit_code":0'
-	curl -fsS "${auth[@]}" -X DELETE "$API/v1/sandboxes/$id" -o /dev/null
-	echo $(($(now) - t0)) >>"$TMP/api"
+	if api_round; then echo $(($(now) - t0)) >>"$TMP/api"; else failed=$((failed + 1)); fi
 done
 
 for _ in $(seq "$ROUNDS"); do
@@ -65,5 +71,6 @@ done
 
 echo "sandbox round latency, $ROUNDS rounds each ($(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg))"
 stats api "$TMP/api"
+[ "$failed" = 0 ] || echo "api    $failed round(s) failed (see the worker's log: KEEP_LOG=1 keeps it in /tmp/bench-worker.log)"
 stats run "$TMP/run"
 stats bwrap "$TMP/bwrap"

@@ -53,16 +53,28 @@ func (s *SelfTester) Last() *Result {
 	return &r
 }
 
-// Every runs a self-test every interval until ctx is done (the first one
-// after interval: run one at start with Run). sleep is the clock (nil: a
-// timer).
+// RetryFailed is how soon Every runs the self-test again after one that
+// failed (when shorter than its interval): a worker that could not prove a
+// fact is not registered with Live until it can.
+const RetryFailed = 30 * time.Second
+
+// Every runs a self-test every interval, or every RetryFailed while the last
+// one failed, until ctx is done (the first one after a wait: run one at start
+// with Run). sleep is the clock (nil: a timer).
 func (s *SelfTester) Every(ctx context.Context, interval time.Duration, sleep func(context.Context, time.Duration) error) {
 	if sleep == nil {
 		sleep = sleepTimer
 	}
-	for sleep(ctx, interval) == nil {
+	for sleep(ctx, s.next(interval)) == nil {
 		s.Run(ctx)
 	}
+}
+
+func (s *SelfTester) next(interval time.Duration) time.Duration {
+	if last := s.Last(); last != nil && !last.Passed {
+		return min(interval, RetryFailed)
+	}
+	return interval
 }
 
 // GlobInspector returns a Deps.Inspect that finds a sandbox on the host by

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -37,19 +38,46 @@ func TestSelfTesterEvery(t *testing.T) {
 		Egress: true, ProcRoot: f.proc})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	n := 0
+	var waits []time.Duration
 	st.Every(ctx, DefaultSelfTestInterval, func(ctx context.Context, d time.Duration) error {
-		if d != DefaultSelfTestInterval {
-			t.Errorf("interval %v", d)
+		waits = append(waits, d)
+		if len(waits) == 2 {
+			f.failCreate = errors.New("bubblewrap failed") // the second run fails
 		}
-		n++
-		if n == 3 {
+		if len(waits) == 4 {
 			cancel()
 			return ctx.Err()
 		}
 		return nil
 	})
-	if st.Last() == nil || n != 3 {
-		t.Fatalf("ran %d sleeps, last %v", n, st.Last())
+	want := []time.Duration{DefaultSelfTestInterval, DefaultSelfTestInterval, RetryFailed, RetryFailed}
+	if fmt.Sprint(waits) != fmt.Sprint(want) {
+		t.Fatalf("waits %v, want %v (sooner after a failure)", waits, want)
+	}
+	if st.Last() == nil || st.Last().Passed {
+		t.Fatalf("last %+v", st.Last())
+	}
+}
+
+// flakyBox fails its first Create: the runtime's failure, not a property's.
+type flakyBox struct {
+	*fakeBox
+	calls int
+}
+
+func (f *flakyBox) Create(ctx context.Context, o sandbox.Options) (sandbox.Info, error) {
+	f.calls++
+	if f.calls == 1 {
+		return sandbox.Info{}, errors.New("start sandbox: signal: killed")
+	}
+	return f.fakeBox.Create(ctx, o)
+}
+
+func TestSelfTestRetriesWhenProbeDidNotRun(t *testing.T) {
+	f := &flakyBox{fakeBox: newFakeBox(t)}
+	res := SelfTest(context.Background(), Deps{Sandboxes: f, Guard: egress.NewGuard(egress.GuardConfig{}),
+		Inspect: f.inspect, Egress: true, ProcRoot: f.proc})
+	if !res.Passed || f.calls != 2 {
+		t.Fatalf("passed %v after %d creates: %q", res.Passed, f.calls, res.Reasons)
 	}
 }

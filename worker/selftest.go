@@ -128,8 +128,9 @@ var PrivateTargets = []string{
 // SelfTest runs the nine checks in one short-lived sandbox with ProbeLimits:
 // one exec of the probe script, host-side looks at the sandbox's cgroup and
 // processes, the guard's verdicts, then the wipe and an independent look at
-// what is left. A check that cannot be run fails with the reason; SelfTest
-// never returns an error.
+// what is left. When the probe cannot run at all (the runtime failed to
+// create or reach the sandbox) it is tried once more; a check that still
+// cannot be run fails with the reason. SelfTest never returns an error.
 func SelfTest(ctx context.Context, d Deps) Result {
 	if d.Now == nil {
 		d.Now = time.Now
@@ -140,9 +141,15 @@ func SelfTest(ctx context.Context, d Deps) Result {
 	}
 	start := d.Now()
 	obs := observe(ctx, d)
+	if obs.setup != "" && !obs.busy && ctx.Err() == nil {
+		// The probe did not run (the runtime failed, not a property): that
+		// proves nothing either way, so try once more before reporting it.
+		d.Logger.Warn("self-test probe did not run; trying once more", "reason", obs.setup)
+		obs = observe(ctx, d)
+	}
 	res := evaluate(obs)
 	res.CheckedAt, res.Duration = start, d.Now().Sub(start)
-	d.Logger.Info("self-test", "passed", res.Passed, "failed", failed(res.Checks), "duration", res.Duration)
+	d.Logger.Info("self-test", "passed", res.Passed, "failed", failed(res.Checks), "reasons", res.Reasons, "duration", res.Duration)
 	return res
 }
 

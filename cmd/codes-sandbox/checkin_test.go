@@ -2,8 +2,12 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"encoding/pem"
 	"flag"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -122,5 +126,39 @@ func TestLiveCAFile(t *testing.T) {
 	}
 	if tr, ok := hc.Transport.(*http.Transport); !ok || tr.Proxy != nil {
 		t.Fatal("the Live client must not take a proxy from the environment")
+	}
+}
+
+// TestLiveOverHTTPS checks in with an HTTPS Live whose CA is given by
+// --live-ca-file, and fails without it.
+func TestLiveOverHTTPS(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"registered":true,"state":"alive"}`)
+	}))
+	defer srv.Close()
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	pemBytes := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	if err := os.WriteFile(ca, pemBytes, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, ca string
+		ok       bool
+	}{
+		{"OK", ca, true},
+		{"ErrUnknownCA", "", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(tokenEnv, "ovs_x")
+			targets, err := buildTargets([]targetConfig{{LiveURL: srv.URL, Stream: "s", Subject: "p"}}, tc.ca)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, err := targets[0].Live.CheckIn(context.Background(), "s", "p", []byte(`{}`))
+			if (err == nil && a.OK()) != tc.ok {
+				t.Fatalf("answer %+v err %v, want ok=%v", a, err, tc.ok)
+			}
+		})
 	}
 }

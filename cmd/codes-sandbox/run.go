@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"strings"
-	"time"
 
 	"openvibe.network/agentsandbox/sandbox"
 )
@@ -71,25 +70,20 @@ func runCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return 125
 	}
 	defer rt.Close()
-	info, err := rt.Create(ctx, o)
-	if err != nil {
-		fmt.Fprintf(stderr, "codes-sandbox run: %v\n", err)
-		return 125
+	res, rep, err := rt.Run(ctx, o, fs.Args(), stdin, stdout, stderr)
+	if !rep.Verified && len(rep.Leftovers) > 0 {
+		fmt.Fprintf(stderr, "codes-sandbox run: the wipe could not be verified: %s\n", strings.Join(rep.Leftovers, "; "))
 	}
-	res, err := rt.ExecStream(ctx, info.ID, sandbox.ExecRequest{Argv: fs.Args()}, stdin, stdout, stderr)
-	rep, derr := rt.Delete(context.Background(), info.ID)
 	switch {
 	case ctx.Err() != nil:
-		fmt.Fprintln(stderr, "codes-sandbox run: interrupted; the sandbox was wiped")
+		fmt.Fprintln(stderr, "codes-sandbox run: interrupted; the sandbox was killed and wiped")
 		return 130
 	case err != nil:
 		fmt.Fprintf(stderr, "codes-sandbox run: %v\n", err)
 		return 125
-	case derr == nil && !rep.Verified:
-		fmt.Fprintf(stderr, "codes-sandbox run: the wipe could not be verified: %s\n", strings.Join(rep.Leftovers, "; "))
 	}
 	if res.Reason != "" {
-		fmt.Fprintf(stderr, "codes-sandbox run: %s\n", reasonText(res.Reason, info))
+		fmt.Fprintf(stderr, "codes-sandbox run: %s\n", reasonText(res.Reason, o))
 		if res.ExitCode == 0 {
 			return 137
 		}
@@ -98,14 +92,14 @@ func runCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 }
 
 // reasonText says which limit ended the command.
-func reasonText(reason string, info sandbox.Info) string {
+func reasonText(reason string, o sandbox.Options) string {
 	switch reason {
 	case "time_box":
-		return fmt.Sprintf("the time box (%v) ended the command", info.ExpiresAt.Sub(info.CreatedAt).Round(time.Second))
+		return fmt.Sprintf("the time box (%v) ended the command", o.TimeBox)
 	case "memory":
-		return fmt.Sprintf("the memory limit (%d MB) killed the command", info.Limits.MemoryMB)
+		return fmt.Sprintf("the memory limit (%d MB) killed the command", o.Limits.MemoryMB)
 	case "pids":
-		return fmt.Sprintf("the process limit (%d pids) was reached", info.Limits.Pids)
+		return fmt.Sprintf("the process limit (%d pids) was reached", o.Limits.Pids)
 	case "timeout":
 		return "the command's timeout ended it"
 	}

@@ -84,7 +84,7 @@ func TestRunInterrupted(t *testing.T) {
 	var errb bytes.Buffer
 	marker := fmt.Sprintf("61.%09d", time.Now().Nanosecond()) // a unique sleep duration
 	code := runCmd(ctx, []string{"--", "sh", "-c", "echo started; exec sleep " + marker}, strings.NewReader(""), out, &errb)
-	if code != 130 || !strings.Contains(errb.String(), "interrupted; the sandbox was wiped") {
+	if code != 130 || !strings.Contains(errb.String(), "interrupted; the sandbox was killed and wiped") {
 		t.Fatalf("exit %d stderr %q", code, errb.String())
 	}
 	assertNoSandboxLeft(t, &errb)

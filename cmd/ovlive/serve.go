@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"time"
 
 	"openvibe.network/agentsandbox/live/httpapi"
@@ -34,6 +35,12 @@ func serveCmd(ctx context.Context, args []string, _ io.Reader, _, stderr io.Writ
 		return code
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, nil))
+	if os.Getenv("GOGC") == "" {
+		// A check-in allocates tens of KiB of garbage over a live heap of a
+		// few MiB: collecting at 5x the live heap instead of 2x cuts the
+		// server's CPU per check-in by about a quarter for little memory.
+		debug.SetGCPercent(400)
+	}
 	if err := serve(ctx, f, log); err != nil {
 		log.Error("serve failed", "error", err.Error())
 		return 1
@@ -72,13 +79,14 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	log.Info("listening", "addr", addr, "db", dbKind(f.db.dsn))
 	if f.addrFile != "" {
 		if err := writeFileAtomic(f.addrFile, addr+"\n"); err != nil {
 			_ = srv.Close()
 			return err
 		}
 	}
+	// Logged last: once this line is out, the address file is written too.
+	log.Info("listening", "addr", addr, "db", dbKind(f.db.dsn))
 	select {
 	case err := <-served:
 		return fmt.Errorf("serve: %w", err)

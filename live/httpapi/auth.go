@@ -105,9 +105,8 @@ func refuse(code, reason, message string, args ...any) decision {
 	return decision{code: code, reason: reason, message: fmt.Sprintf(message, args...)}
 }
 
-func (d decision) ok() bool    { return d.code == "" }
-func (d decision) status() int { return infoOf(d.code).status }
-func (d decision) err() error  { return &live.Error{Code: d.code, Message: d.message} }
+func (d decision) ok() bool   { return d.code == "" }
+func (d decision) err() error { return &live.Error{Code: d.code, Message: d.message} }
 
 // holder returns the id of whoever holds c.
 func holder(c *live.Credential) string {
@@ -173,11 +172,11 @@ func decideCheckIn(p presented, f found, now time.Time) decision {
 }
 
 // delegation is what the store answered about a check-in's stream and
-// subject (nil when not found).
+// subject.
 type delegation struct {
-	subjects []string // the X-OV-Subject header's values
-	stream   *live.Stream
-	person   *live.Person // the person named by the subject
+	subjects     []string     // the X-OV-Subject header's values
+	stream       *live.Stream // nil when there is no such stream
+	subjectKnown bool         // the subject is a known person
 }
 
 // decideDelegation decides rows 4 to 6 of the check-in table: the subject
@@ -190,12 +189,12 @@ func decideDelegation(streamID string, g delegation) decision {
 		return refuse(live.EINVALID, "several_subjects", "send exactly one %s header: the id of the person who owns the stream", SubjectHeader)
 	case g.stream == nil:
 		return refuse(live.ENOTFOUND, "no_stream", "there is no agent stream %s: check the stream id in the URL", describe(streamID))
-	case g.person == nil:
+	case !g.subjectKnown:
 		return refuse(live.EFORBIDDEN, "unknown_subject", "%s %s is not a known person: name the person who owns the stream", SubjectHeader, describe(g.subjects[0]))
-	case g.stream.OwnerID != g.person.ID:
-		return refuse(live.EFORBIDDEN, "subject_not_owner", "person %s does not own stream %s: name the stream's owner in %s", describe(g.person.ID), describe(streamID), SubjectHeader)
+	case g.stream.OwnerID != g.subjects[0]:
+		return refuse(live.EFORBIDDEN, "subject_not_owner", "person %s does not own stream %s: name the stream's owner in %s", describe(g.subjects[0]), describe(streamID), SubjectHeader)
 	}
-	return allow("subject_owns_stream", g.person.ID)
+	return allow("subject_owns_stream", g.subjects[0])
 }
 
 const wantOwner = "your person token (ovp_…) as Authorization: Bearer, or sign in for the ov_session cookie"

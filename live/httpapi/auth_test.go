@@ -69,7 +69,7 @@ func TestDecideCheckIn(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := decideCheckIn(tc.p, tc.f, now)
-			if d.reason != tc.reason || (tc.status == 0) != d.ok() || (!d.ok() && d.status() != tc.status) {
+			if d.reason != tc.reason || (tc.status == 0) != d.ok() || (!d.ok() && infoOf(d.code).status != tc.status) {
 				t.Fatalf("decision %+v, want reason %s status %d", d, tc.reason, tc.status)
 			}
 			if d.principal != "svc_w" {

@@ -78,10 +78,7 @@ func (s *Server) authorizeCheckIn(ctx context.Context, r *http.Request, streamID
 	service = d.principal
 	g := delegation{subjects: r.Header.Values(SubjectHeader)}
 	if len(g.subjects) == 1 && strings.TrimSpace(g.subjects[0]) != "" {
-		if g.stream, err = s.stream(ctx, streamID); err != nil {
-			return "", "", fmt.Errorf("check in: %w", err)
-		}
-		if g.person, err = s.person(ctx, g.subjects[0]); err != nil {
+		if g.subjectKnown, g.stream, err = s.delegation(ctx, streamID, g.subjects[0]); err != nil {
 			return "", "", fmt.Errorf("check in: %w", err)
 		}
 	}
@@ -175,16 +172,25 @@ func (s *Server) stream(ctx context.Context, id string) (*live.Stream, error) {
 	return &st, nil
 }
 
-// person returns the person id, or nil when there is none.
-func (s *Server) person(ctx context.Context, id string) (*live.Person, error) {
-	p, err := s.store.Person(ctx, id)
+// delegation looks up the stream (nil when there is none) and whether
+// subject is a known person. A stream's owner is a known person (the stores
+// hold streams only for existing owners), so the common case, the owner
+// checking in, costs no second lookup.
+func (s *Server) delegation(ctx context.Context, streamID, subject string) (known bool, st *live.Stream, err error) {
+	if st, err = s.stream(ctx, streamID); err != nil {
+		return false, nil, err
+	}
+	if st != nil && st.OwnerID == subject {
+		return true, st, nil
+	}
+	_, err = s.store.Person(ctx, subject)
 	switch {
 	case missing(err):
-		return nil, nil
+		return false, st, nil
 	case err != nil:
-		return nil, fmt.Errorf("look up person: %w", err)
+		return false, nil, fmt.Errorf("look up person: %w", err)
 	}
-	return &p, nil
+	return true, st, nil
 }
 
 // missing reports whether a lookup found nothing: not found, or an id the

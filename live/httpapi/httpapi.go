@@ -14,7 +14,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"time"
@@ -85,7 +84,7 @@ func New(cfg Config) (*Server, error) {
 		s.window = live.AliveWindow
 	}
 	if s.log == nil {
-		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+		s.log = slog.New(slog.DiscardHandler)
 	}
 	reg, gat := cfg.Registerer, cfg.Gatherer
 	if reg == nil {

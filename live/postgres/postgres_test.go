@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -149,4 +150,39 @@ func TestOpenBadSchema(t *testing.T) {
 	if _, err := postgres.Open(t.Context(), dsn, postgres.Options{Schema: `x"; DROP TABLE y; --`}); err == nil {
 		t.Fatal("Open accepted a schema name that is not an identifier")
 	}
+}
+
+// BenchmarkAccept measures concurrent check-ins (one upsert each) on one
+// store.
+func BenchmarkAccept(b *testing.B) {
+	dsn := testenv.PostgresDSN(b)
+	ctx := b.Context()
+	s := open(b, dsn, schema(b, dsn))
+	p, err := s.CreatePerson(ctx, live.Person{Name: "Ada"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	sv, err := s.CreateService(ctx, live.Service{Name: "w"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var streams []string
+	for range 100 {
+		st, err := s.CreateStream(ctx, live.Stream{OwnerID: p.ID})
+		if err != nil {
+			b.Fatal(err)
+		}
+		streams = append(streams, st.ID)
+	}
+	b.SetParallelism(32)
+	var n atomic.Int64
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			id := streams[n.Add(1)%int64(len(streams))]
+			if _, err := s.Accept(ctx, live.Registration{StreamID: id, Report: []byte(`{"a":1}`), ServiceID: sv.ID, SubjectID: p.ID}); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
 }

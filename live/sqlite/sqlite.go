@@ -62,7 +62,9 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if s.now == nil {
 		s.now = time.Now
 	}
-	common := fmt.Sprintf("file:%s?_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)", path, busyTimeoutMS)
+	// SQLite decodes %HH in a file: URI, so a literal % is written %25.
+	uri := "file:" + strings.ReplaceAll(path, "%", "%25")
+	common := fmt.Sprintf("%s?_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)", uri, busyTimeoutMS)
 	var err error
 	s.wdb, err = sql.Open("sqlite", common+"&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate")
 	if err != nil {

@@ -1,6 +1,7 @@
 package sqlite_test
 
 import (
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -67,6 +68,24 @@ func TestClock(t *testing.T) {
 		if !tc.got.Equal(at) || tc.got.Location() != time.UTC {
 			t.Errorf("%s = %v, want %v in UTC", tc.name, tc.got, at)
 		}
+	}
+}
+
+// TestOpenOddPath opens a file whose name holds characters that a file:
+// URI would otherwise interpret.
+func TestOpenOddPath(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "live 100%20.db")
+	s, err := sqlite.Open(t.Context(), path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreatePerson(t.Context(), live.Person{Name: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("the database is not at %s: %v", path, err)
 	}
 }
 

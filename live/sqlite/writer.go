@@ -13,7 +13,7 @@ const maxBatch = 256
 // errClosed is returned by writes on a closed store.
 var errClosed = errors.New("store is closed")
 
-// execer is the part of *sql.Conn a write uses.
+// execer is the part of the writer's connection that a write uses.
 type execer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row

@@ -1,0 +1,87 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+)
+
+// directRun is the command and standard streams of a one-command sandbox.
+type directRun struct {
+	argv   []string
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+}
+
+// Run runs argv as the only command of a fresh sandbox with opts, without
+// an init: stdin, stdout and stderr are handed to it directly (a terminal
+// stays a terminal, *os.File streams are not copied). It waits for the
+// command, wipes the sandbox and returns how the command ended, with the
+// wipe's report. A command ended by a limit has a Reason: "time_box",
+// "memory" or "pids"; when ctx ends, the command is killed and Run returns
+// Reason "deleted" with ctx's error. Errors: ErrCapacity; an invalid option
+// (egress is not available to a one-command sandbox); a failed start. The
+// runtime must not be closed while Run runs.
+func (r *Runtime) Run(ctx context.Context, opts Options, argv []string, stdin io.Reader, stdout, stderr io.Writer) (ExecResult, WipeReport, error) {
+	opts, err := resolve(opts)
+	switch {
+	case err != nil:
+		return ExecResult{}, WipeReport{}, fmt.Errorf("run: %w", err)
+	case opts.Egress:
+		return ExecResult{}, WipeReport{}, errors.New("run: egress is not available to a one-command sandbox")
+	case len(argv) == 0 || argv[0] == "":
+		return ExecResult{}, WipeReport{}, errors.New("run: empty argv")
+	}
+	b, err := r.claim(opts)
+	if err != nil {
+		return ExecResult{}, WipeReport{}, err
+	}
+	b.direct = &directRun{argv: argv, stdin: stdin, stdout: stdout, stderr: stderr}
+	sctx, cancel := context.WithTimeout(ctx, startTimeout)
+	err = r.start(sctx, b)
+	cancel()
+	if err != nil {
+		rep := r.wipe(b, "deleted")
+		return ExecResult{}, rep, fmt.Errorf("run: %w", err)
+	}
+	timer := time.NewTimer(opts.TimeBox)
+	defer timer.Stop()
+	why := ""
+	select {
+	case <-b.exited:
+	case <-timer.C:
+		why = "time_box"
+	case <-ctx.Done():
+		why = "deleted"
+	}
+	var res ExecResult
+	if why == "" {
+		res = ExecResult{ExitCode: exitStatus(b.cmd.ProcessState)}
+		if ev, err := b.group.Events(); err == nil && res.ExitCode != 0 {
+			switch {
+			case ev.OOMKills > 0:
+				res.Reason = "memory"
+			case ev.PidsMax > 0:
+				res.Reason = "pids"
+			}
+		}
+	}
+	rep := r.wipe(b, firstOf(why, "exited"))
+	if why != "" {
+		res = ExecResult{ExitCode: exitStatus(b.cmd.ProcessState), Reason: why}
+	}
+	if why == "deleted" {
+		return res, rep, fmt.Errorf("run: %w", ctx.Err())
+	}
+	return res, rep, nil
+}
+
+func firstOf(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
