@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -259,4 +260,36 @@ func sandboxTraces(id string) []string {
 		found = append(found, m...)
 	}
 	return found
+}
+
+// TestServeFromConfigFile runs a worker configured by a JSON file only, with
+// the service token taken from the environment.
+func TestServeFromConfigFile(t *testing.T) {
+	bin := binaries(t)
+	live, w := startLive(t, bin)
+	token, err := os.ReadFile(w.tokenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	apiToken := filepath.Join(dir, "api.token")
+	os.WriteFile(apiToken, []byte("e2e-api-token\n"), 0o600)
+	cfg, _ := json.Marshal(map[string]any{
+		"worker_id": "sbw-e2e-config", "listen": "127.0.0.1:0", "api_token_file": apiToken, "capacity": 1,
+		"check_ins": []map[string]string{{"live_url": live, "stream": w.stream, "subject": w.person}},
+	})
+	cfgFile := filepath.Join(dir, "config.json")
+	os.WriteFile(cfgFile, cfg, 0o600)
+	wp := startEnv(t, []string{"CODES_SANDBOX_SERVICE_TOKEN=" + strings.TrimSpace(string(token))},
+		filepath.Join(bin, "codes-sandbox"), "serve", "--config", cfgFile, "--addr-file", filepath.Join(dir, "addr"))
+	wp.addr(t, filepath.Join(dir, "addr"))
+	var v ownerView
+	waitFor(t, "the owner's view to say alive", func() bool { v = view(t, live, w); return v.State == "alive" }, wp)
+	var r struct {
+		WorkerID string `json:"worker_id"`
+		Capacity int    `json:"capacity"`
+	}
+	if err := json.Unmarshal(v.Report, &r); err != nil || r.WorkerID != "sbw-e2e-config" || r.Capacity != 1 {
+		t.Errorf("report %s (%v)", v.Report, err)
+	}
 }

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -23,6 +26,13 @@ func TestLimits(t *testing.T) {
 		pids, err := rt.HostPids(info.ID)
 		if err != nil || len(pids) > 32 {
 			t.Fatalf("%d processes in the sandbox, limit 32 (%v)", len(pids), err)
+		}
+		// Free the pids (the sleeps hold them all) from the host; then the
+		// init, which lived through the loop, runs commands again.
+		for _, pid := range pids {
+			if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); string(comm) == "sleep\n" {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
 		}
 		if out := shOK(t, rt, info.ID, "echo alive"); out != "alive\n" {
 			t.Fatalf("the sandbox's init did not survive the fork loop: %q", out)

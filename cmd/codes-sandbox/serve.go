@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -20,6 +21,9 @@ import (
 	workerapi "openvibe.network/agentsandbox/worker/api"
 )
 
+// defaultListen is the API's address unless --listen or the config says.
+const defaultListen = "127.0.0.1:8088"
+
 // serveOptions are the flags of `codes-sandbox serve`.
 type serveOptions struct {
 	listen, addrFile, apiTokenFile string
@@ -34,7 +38,7 @@ func serveCmd(ctx context.Context, args []string, _ io.Reader, _, stderr io.Writ
 	var o serveOptions
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&o.listen, "listen", "127.0.0.1:8088", "address of the API for OpenVibe.Codes (port 0 picks a free port)")
+	fs.StringVar(&o.listen, "listen", "", "address of the API for OpenVibe.Codes, port 0 picks a free one (default "+defaultListen+")")
 	fs.StringVar(&o.addrFile, "addr-file", "", "write the address actually listened on to this file once listening")
 	fs.StringVar(&o.apiTokenFile, "api-token-file", "", "file holding the API's bearer token (required)")
 	fs.IntVar(&o.capacity, "capacity", 0, "sandbox slots (default 2)")
@@ -72,25 +76,15 @@ func serve(ctx context.Context, o serveOptions, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	tokenFile := firstOf(o.apiTokenFile, fc.APITokenFile)
-	if tokenFile == "" {
-		return errors.New("--api-token-file is required (the API's bearer token, in a file)")
-	}
-	token, err := readSecret(tokenFile)
+	token, err := apiToken(firstOf(o.apiTokenFile, fc.APITokenFile))
 	if err != nil {
-		return fmt.Errorf("api token: %w", err)
+		return err
 	}
 	targets, err := buildTargets(append(fc.CheckIns, o.checkIns.targets...), firstOf(o.checkIns.caFile, fc.LiveCAFile))
 	if err != nil {
 		return err
 	}
-	capacity := o.capacity
-	if capacity == 0 {
-		capacity = fc.Capacity
-	}
-	if capacity == 0 {
-		capacity = sandbox.DefaultCapacity
-	}
+	capacity := cmp.Or(o.capacity, fc.Capacity, sandbox.DefaultCapacity)
 	st, err := newStack(o.stack.config(fc, capacity), log)
 	if err != nil {
 		return err
@@ -101,29 +95,11 @@ func serve(ctx context.Context, o serveOptions, log *slog.Logger) error {
 	first := st.tester.Run(ctx)
 	log.Info("self-test at start", "passed", first.Passed, "reasons", first.Reasons, "duration", first.Duration)
 
-	api, err := workerapi.New(workerapi.Config{
-		Runtime: st.rt, Token: token, Egress: st.proxy != nil, Logger: log.With("component", "api"),
-		Status:      func() workerapi.Status { return status(st) },
-		RunSelfTest: func(ctx context.Context) (workerapi.SelfTestSummary, error) { return summary(st.tester.Run(ctx)), nil },
-	})
+	srv, served, err := startAPI(st, token, firstOf(o.listen, fc.Listen, defaultListen), o.addrFile, log)
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", firstOf(o.listen, fc.Listen))
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
-	srv := &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	log.Info("listening", "addr", ln.Addr().String(), "capacity", st.rt.Capacity(), "egress", st.proxy != nil, "check_ins", len(targets))
-	if o.addrFile != "" {
-		if err := writeAtomic(o.addrFile, ln.Addr().String()+"\n"); err != nil {
-			srv.Close()
-			return err
-		}
-	}
+	log.Info("ready", "capacity", st.rt.Capacity(), "egress", st.proxy != nil, "check_ins", len(targets))
 
 	loops, stopLoops := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -155,6 +131,46 @@ func serve(ctx context.Context, o serveOptions, log *slog.Logger) error {
 		return fmt.Errorf("serve api: %w", err)
 	}
 	return nil
+}
+
+func apiToken(file string) (string, error) {
+	if file == "" {
+		return "", errors.New("--api-token-file is required (the API's bearer token, in a file)")
+	}
+	token, err := readSecret(file)
+	if err != nil {
+		return "", fmt.Errorf("api token: %w", err)
+	}
+	return token, nil
+}
+
+// startAPI serves the worker API for Codes on listen and writes the address
+// to addrFile (when set); served gets the server's end.
+func startAPI(st *stack, token, listen, addrFile string, log *slog.Logger) (*http.Server, <-chan error, error) {
+	api, err := workerapi.New(workerapi.Config{
+		Runtime: st.rt, Token: token, Egress: st.proxy != nil, Logger: log.With("component", "api"),
+		Status:      func() workerapi.Status { return status(st) },
+		RunSelfTest: func(ctx context.Context) (workerapi.SelfTestSummary, error) { return summary(st.tester.Run(ctx)), nil },
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return nil, nil, fmt.Errorf("listen: %w", err)
+	}
+	srv := &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	log.Info("listening", "addr", ln.Addr().String())
+	if addrFile != "" {
+		if err := writeAtomic(addrFile, ln.Addr().String()+"\n"); err != nil {
+			srv.Close()
+			return nil, nil, err
+		}
+	}
+	return srv, served, nil
 }
 
 func status(st *stack) workerapi.Status {
