@@ -52,23 +52,34 @@ func (t *nameTable) ServeDNS(w dns.ResponseWriter, r *dns.Msg) {
 
 // listenDNS serves t on addr over UDP and TCP; the sockets are bound when
 // it returns. It returns closers for both servers and the bound address
-// (both share the UDP port).
+// (both share the port). Port 0 picks a port free for both.
 func listenDNS(addr string, t *nameTable) ([]io.Closer, string, error) {
-	pc, err := net.ListenPacket("udp4", addr)
-	if err != nil {
-		return nil, "", err
+	ln, pc, err := listenBoth(addr)
+	for try := 0; err != nil && strings.HasSuffix(addr, ":0") && try < 10; try++ {
+		ln, pc, err = listenBoth(addr) // the TCP port was taken for UDP
 	}
-	bound := pc.LocalAddr().String()
-	ln, err := net.Listen("tcp4", bound)
 	if err != nil {
-		_ = pc.Close()
 		return nil, "", err
 	}
 	udp := &dns.Server{PacketConn: pc, Handler: t}
 	tcp := &dns.Server{Listener: ln, Handler: t}
 	go func() { _ = udp.ActivateAndServe() }()
 	go func() { _ = tcp.ActivateAndServe() }()
-	return []io.Closer{shutdown{udp, pc}, shutdown{tcp, ln}}, bound, nil
+	return []io.Closer{shutdown{udp, pc}, shutdown{tcp, ln}}, ln.Addr().String(), nil
+}
+
+// listenBoth binds TCP on addr, then UDP on the same address and port.
+func listenBoth(addr string) (net.Listener, net.PacketConn, error) {
+	ln, err := net.Listen("tcp4", addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	pc, err := net.ListenPacket("udp4", ln.Addr().String())
+	if err != nil {
+		_ = ln.Close()
+		return nil, nil, err
+	}
+	return ln, pc, nil
 }
 
 // shutdown closes a DNS server's socket (which ends its serve loop).

@@ -266,15 +266,24 @@ func startError(ctx context.Context, b *box, err error) error {
 // openLowPorts lets the sandbox's unprivileged user bind ports below 1024
 // in the sandbox's own network namespace (for the transparent egress
 // listeners on 53, 80 and 443), so the init needs no capability at all. It
-// writes the sysctl from a thread that joins the namespace of pid (and is
-// then discarded).
+// writes the sysctl from a locked thread that joins the namespace of pid
+// and then returns to its own. The thread must not end: it may be the one
+// that started a bubblewrap, whose parent-death signal its end would fire.
 func openLowPorts(pid int) error {
 	errc := make(chan error, 1)
 	go func() {
-		// Never unlocked: the thread ends with this goroutine, so no other
-		// code runs in the sandbox's network namespace.
 		runtime.LockOSThread()
-		errc <- setSysctlIn(pid, "/proc/sys/net/ipv4/ip_unprivileged_port_start", "0")
+		restored, err := setSysctlIn(pid, "/proc/sys/net/ipv4/ip_unprivileged_port_start", "0")
+		if restored {
+			runtime.UnlockOSThread()
+		} else {
+			// Back in no known namespace: keep the goroutine, and so the
+			// thread, parked for good rather than let either be reused or
+			// end.
+			errc <- errors.Join(err, errors.New("could not return to the runtime's network namespace"))
+			select {}
+		}
+		errc <- err
 	}()
 	if err := <-errc; err != nil {
 		return fmt.Errorf("start sandbox: open low ports: %w", err)
@@ -282,16 +291,26 @@ func openLowPorts(pid int) error {
 	return nil
 }
 
-// setSysctlIn joins pid's network namespace on the calling (locked) thread
-// and writes a network sysctl there.
-func setSysctlIn(pid int, file, value string) error {
-	fd, err := unix.Open(fmt.Sprintf("/proc/%d/ns/net", pid), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+// setSysctlIn joins pid's network namespace on the calling (locked) thread,
+// writes a network sysctl there and returns to the thread's namespace;
+// restored reports whether the thread is back where it started.
+func setSysctlIn(pid int, file, value string) (restored bool, err error) {
+	self, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return err
+		return true, err
 	}
-	defer unix.Close(fd)
-	if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
-		return err
+	defer unix.Close(self)
+	target, err := unix.Open(fmt.Sprintf("/proc/%d/ns/net", pid), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return true, err
 	}
-	return os.WriteFile(file, []byte(value), 0)
+	defer unix.Close(target)
+	if err := unix.Setns(target, unix.CLONE_NEWNET); err != nil {
+		return true, err
+	}
+	werr := os.WriteFile(file, []byte(value), 0)
+	if err := unix.Setns(self, unix.CLONE_NEWNET); err != nil {
+		return false, err
+	}
+	return true, werr
 }
