@@ -41,8 +41,9 @@ func timed(b *testing.B, argv []string) time.Duration {
 
 // BenchmarkOneOff times `codes-sandbox run -- /bin/true` (a fresh runtime,
 // sandbox, exec and verified wipe per run) side by side with a bare
-// bubblewrap sandbox running /bin/true, alternating the two so that both see
-// the same machine load. The binary is named by BENCH_CODES_SANDBOX
+// bubblewrap sandbox running /bin/true and `codes-sandbox run --help` (the
+// binary's own start and exit, no sandbox), alternating them so that all
+// see the same machine load. The binary is named by BENCH_CODES_SANDBOX
 // (scripts/bench-sandbox.sh builds it).
 func BenchmarkOneOff(b *testing.B) {
 	bwrap := testenv.RequireSandbox(b)
@@ -54,13 +55,16 @@ func BenchmarkOneOff(b *testing.B) {
 		"--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/bin", "/bin",
 		"--proc", "/proc", "--dev", "/dev", "/bin/true"}
 	run := []string{bin, "run", "--", "/bin/true"}
-	var rawS, runS []time.Duration
+	help := []string{bin, "run", "--help"} // the binary's own start, no sandbox
+	var rawS, runS, helpS []time.Duration
 	for b.Loop() {
 		rawS = append(rawS, timed(b, raw))
 		runS = append(runS, timed(b, run))
+		helpS = append(helpS, timed(b, help))
 	}
 	reportPercentiles(b, "raw-bwrap-", rawS)
 	reportPercentiles(b, "run-", runS)
+	reportPercentiles(b, "binary-start-", helpS)
 }
 
 // BenchmarkExecTrue times exec of /bin/true in an existing sandbox.

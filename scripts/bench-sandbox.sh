@@ -2,7 +2,8 @@
 # Benchmarks the sandbox (issue 4), all in one run so the figures see the
 # same machine load:
 #   - `codes-sandbox run -- /bin/true` next to a bare `bwrap --unshare-all ...
-#     /bin/true` (alternating, N rounds each),
+#     /bin/true` and `codes-sandbox run --help` (the binary's own start, no
+#     sandbox), alternating, N rounds each,
 #   - exec of /bin/true in an existing sandbox,
 #   - Create (until the init accepts commands) and the verified wipe.
 # Prints p50/p90 in milliseconds. Needs root, bubblewrap and cgroups.
@@ -27,6 +28,7 @@ awk '
 		printf "\n%-34s %9s %9s\n", "operation", "p50 ms", "p90 ms"
 		printf "%-34s %9s %9s\n", "raw bwrap /bin/true", v["OneOff", "raw-bwrap-p50-ms"], v["OneOff", "raw-bwrap-p90-ms"]
 		printf "%-34s %9s %9s\n", "codes-sandbox run -- /bin/true", v["OneOff", "run-p50-ms"], v["OneOff", "run-p90-ms"]
+		printf "%-34s %9s %9s\n", "  of which binary start (--help)", v["OneOff", "binary-start-p50-ms"], v["OneOff", "binary-start-p90-ms"]
 		printf "%-34s %9s %9s\n", "exec /bin/true (existing sandbox)", v["ExecTrue", "p50-ms"], v["ExecTrue", "p90-ms"]
 		printf "%-34s %9s %9s\n", "create (until ready)", v["Create", "p50-ms"], v["Create", "p90-ms"]
 		printf "%-34s %9s %9s\n", "wipe (verified)", v["Wipe", "p50-ms"], v["Wipe", "p90-ms"]
