@@ -43,7 +43,7 @@ type BwrapSpec struct {
 	// UsrLinks maps top-level names to their symlink targets, e.g.
 	// "bin" -> "usr/bin" (the host's merged-/usr layout).
 	UsrLinks map[string]string
-	// DiskBytes caps /workspace, TmpBytes /tmp.
+	// DiskBytes caps /workspace, TmpBytes /tmp and /dev/shm.
 	DiskBytes int64
 	TmpBytes  int64
 	Hostname  string
@@ -86,6 +86,7 @@ func Argv(spec BwrapSpec) []string {
 		"--ro-bind", spec.EtcDir, "/etc",
 		"--proc", "/proc",
 		"--dev", "/dev",
+		"--size", strconv.FormatInt(spec.TmpBytes, 10), "--tmpfs", "/dev/shm",
 		"--size", strconv.FormatInt(spec.TmpBytes, 10), "--tmpfs", "/tmp",
 		"--size", strconv.FormatInt(spec.DiskBytes, 10), "--tmpfs", Workspace,
 	)

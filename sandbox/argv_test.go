@@ -60,6 +60,7 @@ func TestArgv(t *testing.T) {
 				{"--ro-bind", "/run/cs/etc-0123", "/etc"},
 				{"--proc", "/proc"}, {"--dev", "/dev"},
 				{"--size", "67108864", "--tmpfs", "/tmp"},
+				{"--size", "67108864", "--tmpfs", "/dev/shm"},
 				{"--size", "536870912", "--tmpfs", "/workspace"},
 				{"--bind", "/run/cs/rt-1/abc", "/.sandbox"},
 				{"--ro-bind", "/run/cs/rt-1/init", "/.init"},
