@@ -129,7 +129,7 @@ func (w *Worker) do(ctx context.Context, method, path string, body io.Reader, hd
 }
 
 // doJSON sends in (when not nil) as JSON and decodes the answer into out
-// (when not nil).
+// (when not nil), reading at most maxAnswerBytes of it.
 func (w *Worker) doJSON(ctx context.Context, method, path string, in, out any, want int) error {
 	var body io.Reader
 	hdr := http.Header{"Accept": {"application/json"}}
@@ -149,7 +149,7 @@ func (w *Worker) doJSON(ctx context.Context, method, path string, in, out any, w
 	if out == nil {
 		return nil
 	}
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxAnswerBytes)).Decode(out); err != nil {
 		return fmt.Errorf("read answer: %w", err)
 	}
 	return nil
@@ -216,7 +216,8 @@ func (w *Worker) Create(ctx context.Context, opts CreateOptions) (Sandbox, error
 	return sb, nil
 }
 
-// List returns the worker's sandboxes.
+// List returns the worker's sandboxes. Its errors are those of every Worker
+// method (see Worker).
 func (w *Worker) List(ctx context.Context) ([]Sandbox, error) {
 	var out struct {
 		Items []Sandbox `json:"items"`
@@ -282,7 +283,8 @@ type WorkerStatus struct {
 	SelfTest *SelfTest `json:"self_test"`
 }
 
-// Status returns the worker's status.
+// Status returns the worker's status. Its errors are those of every Worker
+// method (see Worker).
 func (w *Worker) Status(ctx context.Context) (WorkerStatus, error) {
 	var st WorkerStatus
 	if err := w.doJSON(ctx, http.MethodGet, "/v1/status", nil, &st, http.StatusOK); err != nil {

@@ -286,3 +286,25 @@ func TestWorkerPutFileMode(t *testing.T) {
 		})
 	}
 }
+
+// TestWorkerAnswerBounded: a JSON answer is read only up to a bound, so a
+// worker (or whatever answers at its address) cannot make the client hold
+// an answer of any size.
+func TestWorkerAnswerBounded(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"items":[{"id":"`)
+		pad := strings.Repeat("x", 64<<10)
+		for i := 0; i < 64; i++ { // 4 MiB of one string
+			if _, err := io.WriteString(w, pad); err != nil {
+				return
+			}
+		}
+		io.WriteString(w, `"}]}`)
+	}))
+	defer srv.Close()
+	items, err := client.NewWorker(srv.URL, workerToken, nil).List(ctxT(t))
+	if err == nil || !strings.Contains(err.Error(), "read answer") {
+		t.Fatalf("List of a 4 MiB answer: %d items, %v; want a read answer error", len(items), err)
+	}
+}

@@ -23,34 +23,21 @@ func benchProxy(b *testing.B) *testProxy {
 // large buffer; done gets the byte count of each connection.
 func sink(b *testing.B) (string, chan int64) {
 	b.Helper()
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { ln.Close() })
 	done := make(chan int64, 1)
-	go func() {
+	addr := listenLoopback(b, func(c net.Conn) {
+		defer c.Close()
 		buf := make([]byte, 1<<20)
+		var n int64
 		for {
-			c, err := ln.Accept()
+			k, err := c.Read(buf)
+			n += int64(k)
 			if err != nil {
-				return
+				break
 			}
-			go func() {
-				defer c.Close()
-				var n int64
-				for {
-					k, err := c.Read(buf)
-					n += int64(k)
-					if err != nil {
-						break
-					}
-				}
-				done <- n
-			}()
 		}
-	}()
-	return ln.Addr().String(), done
+		done <- n
+	})
+	return addr, done
 }
 
 // push writes size bytes to c in 1 MiB writes, half-closes it and waits for

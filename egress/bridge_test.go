@@ -78,14 +78,15 @@ func TestBridgeErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		cfg  bridgeConfig
+		want string // in the error
 	}{
-		{"NoSocket", bridgeConfig{socket: filepath.Join(t.TempDir(), "none"), proxy: "127.0.0.1:0"}},
-		{"NotASocket", bridgeConfig{socket: t.TempDir(), proxy: "127.0.0.1:0"}},
-		{"BadListen", bridgeConfig{socket: tp.socket, proxy: "127.0.0.1:99999"}},
+		{"NoSocket", bridgeConfig{socket: filepath.Join(t.TempDir(), "none"), proxy: "127.0.0.1:0"}, "is not a socket"},
+		{"NotASocket", bridgeConfig{socket: t.TempDir(), proxy: "127.0.0.1:0"}, "is not a socket"},
+		{"BadListen", bridgeConfig{socket: tp.socket, proxy: "127.0.0.1:99999"}, "listen tcp4"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := startBridge(context.Background(), tc.cfg); err == nil {
-				t.Fatal("startBridge succeeded")
+			if _, err := startBridge(context.Background(), tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("startBridge: %v, want an error with %q", err, tc.want)
 			}
 		})
 	}

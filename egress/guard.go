@@ -10,6 +10,7 @@ package egress
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -158,14 +159,14 @@ func (g *Guard) CheckAddr(a netip.Addr) Verdict {
 // address either way.
 func (g *Guard) resolve(ctx context.Context, host string) ([]netip.Addr, error) {
 	if g.resolver == nil {
-		return nil, fmt.Errorf("no resolver configured")
+		return nil, errors.New("no resolver configured")
 	}
 	addrs, err := g.resolver.LookupNetIP(ctx, "ip", host)
 	if err != nil {
 		return nil, err
 	}
 	if len(addrs) == 0 {
-		return nil, fmt.Errorf("no addresses")
+		return nil, errors.New("no addresses")
 	}
 	out := make([]netip.Addr, len(addrs))
 	for i, a := range addrs {

@@ -143,28 +143,27 @@ func (tp *testProxy) serveHTTP(tb testing.TB, public netip.Addr, port uint16, h 
 	tp.dial.set(netip.AddrPortFrom(public, port), ln.Addr().String())
 }
 
-// serveEcho serves a line echo on a loopback listener reached as
-// public:port, and counts its connections.
+// serveEcho serves an echo on a loopback listener reached as public:port.
 func (tp *testProxy) serveEcho(tb testing.TB, public netip.Addr, port uint16) {
+	tb.Helper()
+	addr := listenLoopback(tb, func(c net.Conn) {
+		defer c.Close()
+		io.Copy(c, c)
+	})
+	tp.dial.set(netip.AddrPortFrom(public, port), addr)
+}
+
+// listenLoopback serves handle, in a goroutine per connection, on a new
+// loopback listener closed when the test ends, and returns its address.
+func listenLoopback(tb testing.TB, handle func(net.Conn)) string {
 	tb.Helper()
 	ln, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				io.Copy(c, c)
-			}()
-		}
-	}()
-	tp.dial.set(netip.AddrPortFrom(public, port), ln.Addr().String())
+	go serveListener(ln, handle)
+	return ln.Addr().String()
 }
 
 // dialProxy connects to the sandbox's socket.

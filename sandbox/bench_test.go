@@ -104,6 +104,40 @@ func BenchmarkCreate(b *testing.B) {
 	reportPercentiles(b, "", samples)
 }
 
+// BenchmarkCreateInit times Create with the inits a worker really runs,
+// alternating them: the worker binary re-executed (BENCH_CODES_SANDBOX) and
+// the lean codes-sandbox-init (BENCH_CODES_SANDBOX_INIT); BenchmarkCreate
+// runs this test binary as the init. scripts/bench-sandbox.sh builds both.
+func BenchmarkCreateInit(b *testing.B) {
+	testenv.RequireSandbox(b)
+	inits := []string{os.Getenv("BENCH_CODES_SANDBOX"), os.Getenv("BENCH_CODES_SANDBOX_INIT")}
+	if inits[0] == "" || inits[1] == "" {
+		b.Skip("BENCH_CODES_SANDBOX or BENCH_CODES_SANDBOX_INIT is not set (run scripts/bench-sandbox.sh)")
+	}
+	rts := make([]*Runtime, len(inits))
+	for i, bin := range inits {
+		rts[i] = newRuntime(b, Config{Capacity: 1, InitBinary: bin})
+	}
+	samples := make([][]time.Duration, len(inits))
+	for b.Loop() {
+		for i, rt := range rts {
+			start := time.Now()
+			info, err := rt.Create(context.Background(), Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			samples[i] = append(samples[i], time.Since(start))
+			b.StopTimer()
+			if rep, err := rt.Delete(context.Background(), info.ID); err != nil || !rep.Verified {
+				b.Fatalf("delete: %v %v", err, rep.Leftovers)
+			}
+			b.StartTimer()
+		}
+	}
+	reportPercentiles(b, "worker-binary-", samples[0])
+	reportPercentiles(b, "lean-init-", samples[1])
+}
+
 // BenchmarkWipe times Delete (kill, remove, verify) of a sandbox that ran a
 // command.
 func BenchmarkWipe(b *testing.B) {

@@ -14,10 +14,13 @@ import (
 	"openvibe.network/agentsandbox/egress"
 )
 
+// egressUsage is the synopsis of the egress tools.
+const egressUsage = "usage: codes-sandbox egress check [--ports 80,443] HOST:PORT"
+
 // egressCmd dispatches the egress tools.
 func egressCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] != "check" {
-		fmt.Fprintln(stderr, "usage: codes-sandbox egress check [--ports 80,443] HOST:PORT")
+		fmt.Fprintln(stderr, egressUsage)
 		return 2
 	}
 	return egressCheck(ctx, args[1:], net.DefaultResolver, stdout, stderr)
@@ -33,7 +36,7 @@ func egressCheck(ctx context.Context, args []string, resolver egress.Resolver, s
 		return 2
 	}
 	if fs.NArg() != 1 {
-		fmt.Fprintln(stderr, "usage: codes-sandbox egress check [--ports 80,443] HOST:PORT")
+		fmt.Fprintln(stderr, egressUsage)
 		return 2
 	}
 	ports, err := parsePorts(*portList)
@@ -58,6 +61,8 @@ func egressCheck(ctx context.Context, args []string, resolver egress.Resolver, s
 	return 0
 }
 
+// parsePorts parses a comma-separated list of ports; it fails on any item
+// that is not a decimal port from 1 to 65535.
 func parsePorts(s string) ([]uint16, error) {
 	var ports []uint16
 	for _, f := range strings.Split(s, ",") {

@@ -9,8 +9,8 @@ import (
 	"testing"
 )
 
-// literalOnly is a resolver for tests: it resolves nothing, so only
-// literals are checked and no real name is ever looked up.
+// literalOnly is a resolver for tests: it knows only public.test and fails
+// every other name, so no real name is ever looked up.
 type literalOnly struct{}
 
 func (literalOnly) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
@@ -25,7 +25,7 @@ func TestEgressCheck(t *testing.T) {
 		name   string
 		args   []string
 		code   int
-		reason string
+		reason string // the verdict's reason; for exit 2, what stderr says
 		addrs  []string
 	}{
 		{"AllowedLiteral", []string{"93.184.216.34:443"}, 0, "ok", []string{"93.184.216.34"}},
@@ -36,9 +36,10 @@ func TestEgressCheck(t *testing.T) {
 		{"PortsFlag", []string{"--ports", "22", "93.184.216.34:22"}, 0, "ok", []string{"93.184.216.34"}},
 		{"Numeric", []string{"0x7f.1:80"}, 1, "not-canonical-host", []string{}},
 		{"Unresolvable", []string{"nowhere.test:443"}, 1, "resolve-failed", []string{}},
-		{"NoArgs", nil, 2, "", nil},
-		{"TwoArgs", []string{"a:80", "b:80"}, 2, "", nil},
-		{"BadPortsFlag", []string{"--ports", "x", "a:80"}, 2, "", nil},
+		{"NoArgs", nil, 2, egressUsage, nil},
+		{"TwoArgs", []string{"a:80", "b:80"}, 2, egressUsage, nil},
+		{"BadPortsFlag", []string{"--ports", "x", "a:80"}, 2, `bad port "x"`, nil},
+		{"ZeroPort", []string{"--ports", "80,0", "a:80"}, 2, `bad port "0"`, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errb bytes.Buffer
@@ -47,8 +48,8 @@ func TestEgressCheck(t *testing.T) {
 				t.Fatalf("exit %d, want %d (stdout %q stderr %q)", code, tc.code, out.String(), errb.String())
 			}
 			if tc.code == 2 {
-				if !strings.Contains(errb.String(), "usage") && !strings.Contains(errb.String(), "bad port") {
-					t.Fatalf("stderr %q", errb.String())
+				if out.Len() != 0 || !strings.Contains(errb.String(), tc.reason) {
+					t.Fatalf("stdout %q stderr %q, want nothing and %q", out.String(), errb.String(), tc.reason)
 				}
 				return
 			}
@@ -69,7 +70,7 @@ func TestEgressCheck(t *testing.T) {
 
 func TestEgressCmdUsage(t *testing.T) {
 	var out, errb bytes.Buffer
-	if code := egressCmd(context.Background(), []string{"nope"}, nil, &out, &errb); code != 2 {
-		t.Fatalf("exit %d, want 2", code)
+	if code := egressCmd(context.Background(), []string{"nope"}, nil, &out, &errb); code != 2 || out.Len() != 0 || !strings.Contains(errb.String(), egressUsage) {
+		t.Fatalf("exit %d (stdout %q stderr %q), want 2 and the usage on stderr", code, out.String(), errb.String())
 	}
 }

@@ -70,6 +70,7 @@ func newStack(cfg stackConfig, log *slog.Logger) (*stack, error) {
 	stateDir := firstOf(cfg.stateDir, sandbox.DefaultStateDir)
 	rt, err := sandbox.NewRuntime(sandbox.Config{
 		Capacity: cfg.capacity, StateDir: stateDir, Egress: attacher, Logger: log.With("component", "sandbox"),
+		InitBinary: initBinary(log.With("component", "sandbox")),
 	})
 	if err != nil {
 		st.close()

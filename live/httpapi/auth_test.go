@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -106,5 +107,40 @@ func TestCodesTable(t *testing.T) {
 		if got := infoOf(code).status; got != want {
 			t.Errorf("%s: %d, want %d", code, got, want)
 		}
+	}
+}
+
+// TestRefusal: every error answer, JSON or page, is classified the same way:
+// the table's code and status, internal for anything else, and the detail of
+// an internal or unavailable error kept for the log (never a refusal's).
+func TestRefusal(t *testing.T) {
+	earlier := errors.New("noted by the handler")
+	errStore := errors.New("store: connection refused")
+	unknownCode := &live.Error{Code: "no_such_code", Message: "x"}
+	for _, tc := range []struct {
+		name    string
+		err     error
+		noted   error // rl.err before
+		code    string
+		status  int
+		logged  error // rl.err after
+		outcome string
+	}{
+		{"Forbidden", live.Errorf(live.EFORBIDDEN, "no"), nil, live.EFORBIDDEN, 403, nil, "forbidden"},
+		{"Contract", live.Errorf(ECONTRACT, "no"), nil, ECONTRACT, 422, nil, "refused_contract"},
+		{"PlainError", errStore, nil, live.EINTERNAL, 500, errStore, "internal"},
+		{"UnknownCode", unknownCode, nil, live.EINTERNAL, 500, unknownCode, "internal"},
+		{"UnavailableKeepsNoted", live.Errorf(EUNAVAILABLE, "down"), earlier, EUNAVAILABLE, 503, earlier, "unavailable"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rl := &reqLog{err: tc.noted}
+			code, ci := rl.refusal(tc.err)
+			if code != tc.code || ci.status != tc.status || rl.code != tc.code || rl.outcome != tc.outcome {
+				t.Fatalf("refusal = %s %d, log %s %s; want %s %d %s", code, ci.status, rl.code, rl.outcome, tc.code, tc.status, tc.outcome)
+			}
+			if rl.err != tc.logged {
+				t.Fatalf("logged error %v, want %v", rl.err, tc.logged)
+			}
+		})
 	}
 }

@@ -48,6 +48,24 @@ func infoOf(code string) codeInfo {
 	return codes[live.EINTERNAL]
 }
 
+// refusal classifies err for an answer: its code (internal when the table
+// lacks it) and the table's entry. It notes both in rl and keeps the detail
+// of an internal or unavailable error for the log (a detail the handler
+// already noted in rl.err is kept). Every error answer, JSON or page, goes
+// through it.
+func (rl *reqLog) refusal(err error) (string, codeInfo) {
+	code := live.ErrorCode(err)
+	if _, ok := codes[code]; !ok {
+		code = live.EINTERNAL
+	}
+	ci := infoOf(code)
+	rl.note(code, ci.outcome)
+	if (code == live.EINTERNAL || code == EUNAVAILABLE) && rl.err == nil {
+		rl.err = err
+	}
+	return code, ci
+}
+
 // errorBody is the JSON body of every refusal.
 type errorBody struct {
 	Error errorDetail `json:"error"`
@@ -66,18 +84,9 @@ type contractBody struct {
 }
 
 // writeError answers err as {"error":{code,message}} with the table's status
-// and notes the code in rl. Internal details stay in the log (a detail the
-// handler already noted in rl.err is kept).
+// (see refusal). Internal details stay in the log.
 func writeError(w http.ResponseWriter, rl *reqLog, err error) {
-	code := live.ErrorCode(err)
-	if _, ok := codes[code]; !ok {
-		code = live.EINTERNAL
-	}
-	ci := infoOf(code)
-	rl.note(code, ci.outcome)
-	if (code == live.EINTERNAL || code == EUNAVAILABLE) && rl.err == nil {
-		rl.err = err
-	}
+	code, ci := rl.refusal(err)
 	writeJSON(w, ci.status, errorBody{Error: errorDetail{Code: code, Message: redact(live.ErrorMessage(err))}})
 }
 

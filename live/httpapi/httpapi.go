@@ -34,10 +34,27 @@ const SessionCookie = "ov_session"
 // SubjectHeader names the person a service checks in for.
 const SubjectHeader = "X-OV-Subject"
 
+// Store is what the server asks of Live's state: the lookups of its auth
+// rules, and the worker records of a stream. Every live.Store is one. Its
+// methods fail as live.Store's do: a *live.Error with code live.ENOTFOUND
+// for an unknown id, live.EINVALID for bad input, or any other error when
+// the store fails.
+type Store interface {
+	Person(ctx context.Context, id string) (live.Person, error)
+	Stream(ctx context.Context, id string) (live.Stream, error)
+	Service(ctx context.Context, id string) (live.Service, error)
+	CredentialByHash(ctx context.Context, hash [32]byte) (live.Credential, error)
+	Accept(ctx context.Context, r live.Registration) (live.Registration, error)
+	Refuse(ctx context.Context, r live.Refusal) (live.Refusal, error)
+	Worker(ctx context.Context, streamID string) (live.WorkerRecord, error)
+}
+
+var _ Store = live.Store(nil)
+
 // Config configures a Server. Only Store is required.
 type Config struct {
-	// Store keeps Live's state.
-	Store live.Store
+	// Store keeps Live's state (a live.Store).
+	Store Store
 	// Now is the server's clock, which derives health; nil means time.Now.
 	Now func() time.Time
 	// Window is how long an accepted check-in keeps a stream alive; 0 means
@@ -55,7 +72,7 @@ type Config struct {
 // Server serves the check-in endpoint, the owner's view, /healthz and
 // /metrics. Make one with New.
 type Server struct {
-	store   live.Store
+	store   Store
 	now     func() time.Time
 	window  time.Duration
 	log     *slog.Logger

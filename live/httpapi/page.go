@@ -33,12 +33,7 @@ func (s *Server) handleOwnerPage(w http.ResponseWriter, r *http.Request, rl *req
 	streamID := r.PathValue("id")
 	v, err := s.ownerRead(r.Context(), p, streamID, rl)
 	if err != nil {
-		code := live.ErrorCode(err)
-		ci := infoOf(code)
-		rl.note(code, ci.outcome)
-		if code == live.EINTERNAL {
-			rl.err = err
-		}
+		_, ci := rl.refusal(err)
 		writePage(w, ci.status, "error", errorPage{Status: ci.status, Title: http.StatusText(ci.status), Message: redact(live.ErrorMessage(err))})
 		return
 	}

@@ -286,8 +286,14 @@ func TestOutQueue(t *testing.T) {
 func TestExecOutlivesServerWriteTimeout(t *testing.T) {
 	const serverTimeout = 100 * time.Millisecond
 	fake := apitest.NewFake(1)
-	fake.ExecFunc = func(_ context.Context, _ string, _ sandbox.ExecRequest, stdout, _ io.Writer) (sandbox.ExecResult, error) {
+	gotA := make(chan struct{})
+	fake.ExecFunc = func(ctx context.Context, _ string, _ sandbox.ExecRequest, stdout, _ io.Writer) (sandbox.ExecResult, error) {
 		fmt.Fprint(stdout, "a")
+		select { // "a" is an event of its own, whatever the machine's load
+		case <-gotA:
+		case <-ctx.Done():
+			return sandbox.ExecResult{}, ctx.Err()
+		}
 		time.Sleep(3 * serverTimeout) // silent for longer than the server's timeout
 		fmt.Fprint(stdout, "b")
 		return sandbox.ExecResult{}, nil
@@ -302,8 +308,12 @@ func TestExecOutlivesServerWriteTimeout(t *testing.T) {
 	srv.Start()
 	defer srv.Close()
 	resp := postExec(t, &testServer{srv: srv}, id, `{"argv":["x"]}`)
+	br := bufio.NewReader(resp.Body)
+	evs := []ExecEvent{readEvent(t, br)}
+	close(gotA)
+	evs = append(evs, readAll(t, br)...)
 	want := []ExecEvent{{Stream: "stdout", Data: "a"}, {Stream: "stdout", Data: "b"}, {ExitCode: code(0)}}
-	if evs := readAll(t, resp.Body); !reflect.DeepEqual(evs, want) {
+	if !reflect.DeepEqual(evs, want) {
 		t.Fatalf("events %s", jsonOf(evs))
 	}
 }

@@ -154,14 +154,7 @@ func TestOpenAPIResponses(t *testing.T) {
 	o := loadOpenAPI(t)
 	for _, tc := range routeCases(func(f *apitest.Fake) { mustCreate(t, f) }) {
 		t.Run(tc.name, func(t *testing.T) {
-			fake := apitest.NewFake(2)
-			id := mustCreate(t, fake)
-			if tc.setup != nil {
-				tc.setup(fake)
-			}
-			ts := newTestServer(t, fake, tc.mod)
-			p := strings.ReplaceAll(tc.path, "{id}", id)
-			a := ts.do(t, tc.method, p, tc.body, tc.hdr)
+			_, p, a := tc.serve(t)
 			if tc.wantCode == "no_route" || tc.wantCode == "method_not_allowed" || !strings.HasPrefix(p, "/v1/") {
 				return // not an operation of the document
 			}

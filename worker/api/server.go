@@ -52,8 +52,11 @@ type SelfTestSummary struct {
 
 // Status is what GET /v1/status answers.
 type Status struct {
+	// Capacity is the worker's number of sandbox slots.
 	Capacity int `json:"capacity"`
-	Active   int `json:"active"`
+	// Active is the number of slots in use (running sandboxes, sandboxes
+	// being wiped, and slots kept out of use by an unverified wipe).
+	Active int `json:"active"`
 	// SelfTest is the last self-test, nil before the first one finished.
 	SelfTest *SelfTestSummary `json:"self_test"`
 }
@@ -67,6 +70,7 @@ const (
 
 // Config configures a Server. Runtime and Token are required.
 type Config struct {
+	// Runtime runs the sandboxes.
 	Runtime Runtime
 	// Token is the bearer token every request must carry.
 	Token string

@@ -104,7 +104,9 @@ func checkPath(p string) error {
 	return nil
 }
 
-// PutFile stores r's content (mode is ignored).
+// PutFile stores r's content (mode is ignored). It fails with
+// sandbox.ErrNotFound for an unknown id, sandbox.ErrPath for a path that
+// leaves the workspace, or r's error.
 func (f *Fake) PutFile(_ context.Context, id, path string, r io.Reader, _ fs.FileMode) error {
 	b, err := f.get(id)
 	if err != nil {
@@ -123,7 +125,9 @@ func (f *Fake) PutFile(_ context.Context, id, path string, r io.Reader, _ fs.Fil
 	return nil
 }
 
-// GetFile writes a stored file; fs.ErrNotExist for a missing one.
+// GetFile writes a stored file. It fails with sandbox.ErrNotFound for an
+// unknown id, sandbox.ErrPath for a path that leaves the workspace, and
+// fs.ErrNotExist (wrapped) for a missing file.
 func (f *Fake) GetFile(_ context.Context, id, path string, w io.Writer) error {
 	b, err := f.get(id)
 	if err != nil {
@@ -143,6 +147,7 @@ func (f *Fake) GetFile(_ context.Context, id, path string, w io.Writer) error {
 }
 
 // Delete removes a sandbox; the report is unverified when Leftovers is set.
+// It fails with sandbox.ErrNotFound for an unknown id.
 func (f *Fake) Delete(_ context.Context, id string) (sandbox.WipeReport, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

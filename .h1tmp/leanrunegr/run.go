@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+
+	"openvibe.network/agentsandbox/sandbox"
+)
+
+const runUsage = `usage: codes-sandbox run [flags] -- CMD [ARGS...]
+
+Runs CMD in a fresh sandbox (no network, read-only OS, tmpfs /workspace,
+cgroup limits, time box), passes stdin, stdout and stderr through, wipes the
+sandbox (also on Ctrl-C) and exits with CMD's exit code. When a limit ends
+CMD, the exit code is non-zero (137 when killed) and one line on stderr names
+the limit. Must run as root (the sandbox itself runs as an unprivileged uid).
+
+flags:`
+
+// envFlags collects repeated --env K=V.
+type envFlags map[string]string
+
+func (e envFlags) String() string { return "" }
+
+func (e envFlags) Set(s string) error {
+	k, v, ok := strings.Cut(s, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("want K=V, got %q", s)
+	}
+	e[k] = v
+	return nil
+}
+
+// runCmd runs one command in a fresh sandbox; see runUsage.
+func runCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, runUsage)
+		fs.PrintDefaults()
+	}
+	env := envFlags{}
+	var o sandbox.Options
+	fs.DurationVar(&o.TimeBox, "time-box", sandbox.DefaultTimeBox, "how long the sandbox may live (1s to 30m)")
+	fs.IntVar(&o.Limits.MemoryMB, "memory-mb", sandbox.DefaultMemoryMB, "memory limit in MB, workspace included")
+	fs.IntVar(&o.Limits.DiskMB, "disk-mb", sandbox.DefaultDiskMB, "size of the /workspace tmpfs in MB")
+	fs.IntVar(&o.Limits.Pids, "pids", sandbox.DefaultPids, "maximum number of processes")
+	fs.IntVar(&o.Limits.CPUPercent, "cpu-percent", sandbox.DefaultCPUPercent, "CPU limit in percent of one core")
+	fs.Var(env, "env", "K=V added to the command's environment (repeatable)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() == 0 {
+		fmt.Fprintln(stderr, "codes-sandbox run: no command given (codes-sandbox run [flags] -- CMD [ARGS...])")
+		return 2
+	}
+	o.Env = env
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	rt, err := sandbox.NewRuntime(sandbox.Config{Capacity: 1, Logger: log})
+	if err != nil {
+		fmt.Fprintf(stderr, "codes-sandbox run: %v\n", err)
+		return 125
+	}
+	defer rt.Close()
+	res, rep, err := rt.Run(ctx, o, fs.Args(), stdin, stdout, stderr)
+	if !rep.Verified && len(rep.Leftovers) > 0 {
+		fmt.Fprintf(stderr, "codes-sandbox run: the wipe could not be verified: %s\n", strings.Join(rep.Leftovers, "; "))
+	}
+	switch {
+	case ctx.Err() != nil:
+		fmt.Fprintln(stderr, "codes-sandbox run: interrupted; the sandbox was killed and wiped")
+		return 130
+	case err != nil:
+		fmt.Fprintf(stderr, "codes-sandbox run: %v\n", err)
+		return 125
+	}
+	if res.Reason != "" {
+		fmt.Fprintf(stderr, "codes-sandbox run: %s\n", reasonText(res.Reason, o))
+		if res.ExitCode == 0 {
+			return 137
+		}
+	}
+	return res.ExitCode
+}
+
+// reasonText says which limit ended the command.
+func reasonText(reason string, o sandbox.Options) string {
+	switch reason {
+	case "time_box":
+		return fmt.Sprintf("the time box (%v) ended the command", o.TimeBox)
+	case "memory":
+		return fmt.Sprintf("the memory limit (%d MB) killed the command", o.Limits.MemoryMB)
+	case "pids":
+		return fmt.Sprintf("the process limit (%d pids) was reached", o.Limits.Pids)
+	case "timeout":
+		return "the command's timeout ended it"
+	}
+	return "the sandbox ended (" + reason + ")"
+}
