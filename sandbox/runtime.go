@@ -33,8 +33,11 @@ type Config struct {
 	Capacity int
 	// Bwrap is the bubblewrap program (default: "bwrap" looked up in PATH).
 	Bwrap string
-	// InitBinary is this program, re-executed as the launcher and the init
-	// (default os.Executable()); it must call MaybeReexec first thing.
+	// InitBinary is the program started as the init inside each sandbox
+	// (default os.Executable(): this program, re-executed); it must call
+	// MaybeReexec first thing and be built from the same sources as this
+	// program. A small program that links little else starts faster, and
+	// every Create waits for it (codes-sandbox uses codes-sandbox-init).
 	InitBinary string
 	// StateDir holds the runtime's files (default /run/codes-sandbox): a
 	// root-owned 0755 directory every parent of which others may traverse.

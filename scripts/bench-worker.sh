@@ -70,6 +70,7 @@ for _ in $(seq "$ROUNDS"); do
 done
 
 echo "sandbox round latency, $ROUNDS rounds each ($(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg))"
+echo "worker: $(grep -m1 -oE 'sandboxes run (the lean init|this binary as their init)' "$TMP/worker.log" || echo 'init not logged')"
 stats api "$TMP/api"
 [ "$failed" = 0 ] || echo "api    $failed round(s) failed (see the worker's log: KEEP_LOG=1 keeps it in /tmp/bench-worker.log)"
 stats run "$TMP/run"

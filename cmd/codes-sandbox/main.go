@@ -2,7 +2,9 @@
 // agent code in bubblewrap sandboxes, guards their egress, proves its
 // isolation with a self-test and checks in with OpenVibe.Live.
 //
-// One file per subcommand; main only dispatches.
+// Its sandboxes run the lean codes-sandbox-init as their init when it lies
+// next to this binary from the same build, else this binary re-executed (see
+// initbin.go). One file per subcommand; main only dispatches.
 package main
 
 import (
