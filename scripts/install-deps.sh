@@ -9,6 +9,9 @@ declare -A need=(
   [ip]=iproute2
   [chromium]=chromium
   [curl]=curl
+  [python3]=python3
+  [perl]=perl
+  [git]=git
 )
 missing=()
 for cmd in "${!need[@]}"; do
