@@ -70,9 +70,11 @@ func (a CheckInAnswer) Summary() string {
 
 // NewLive returns a check-in client for the Live at baseURL (http or https,
 // no query), sending token as a Bearer credential. A nil httpClient means a
-// client with a 10 s timeout. The client is copied so that redirects are
-// never followed (the token must not travel elsewhere). It returns an error
-// when baseURL is not an absolute http(s) URL or the token is empty.
+// client with a 10 s timeout that connects straight to Live, never through a
+// proxy named by the environment (HTTP_PROXY would see the token over http).
+// The client is copied so that redirects are never followed (the token must
+// not travel elsewhere). It returns an error when baseURL is not an absolute
+// http(s) URL or the token is empty.
 func NewLive(baseURL, token string, httpClient *http.Client) (*Live, error) {
 	u, err := url.Parse(baseURL)
 	if err != nil {
@@ -84,7 +86,9 @@ func NewLive(baseURL, token string, httpClient *http.Client) (*Live, error) {
 	if strings.TrimSpace(token) == "" {
 		return nil, errors.New("new live client: empty service token")
 	}
-	c := &http.Client{Timeout: 10 * time.Second}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.Proxy = nil
+	c := &http.Client{Timeout: 10 * time.Second, Transport: tr}
 	if httpClient != nil {
 		cp := *httpClient
 		c = &cp

@@ -159,3 +159,16 @@ func TestCheckInTransportError(t *testing.T) {
 		t.Fatalf("err = %v, want a connection error without the token", err)
 	}
 }
+
+// TestNewLiveNoEnvironmentProxy checks that the default client sends the
+// token straight to Live: a proxy from the environment would see it.
+func TestNewLiveNoEnvironmentProxy(t *testing.T) {
+	l, err := NewLive("http://127.0.0.1:8080", "ovs_x", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, ok := l.http.Transport.(*http.Transport)
+	if !ok || tr.Proxy != nil {
+		t.Fatalf("default transport %T (proxy set: %v): want an *http.Transport with no proxy", l.http.Transport, ok && tr.Proxy != nil)
+	}
+}

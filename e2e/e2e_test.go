@@ -277,13 +277,20 @@ func TestServeFromConfigFile(t *testing.T) {
 	}
 	dir := t.TempDir()
 	apiToken := filepath.Join(dir, "api.token")
-	os.WriteFile(apiToken, []byte("e2e-api-token\n"), 0o600)
-	cfg, _ := json.Marshal(map[string]any{
+	if err := os.WriteFile(apiToken, []byte("e2e-api-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := json.Marshal(map[string]any{
 		"worker_id": "sbw-e2e-config", "listen": "127.0.0.1:0", "api_token_file": apiToken, "capacity": 1,
 		"check_ins": []map[string]string{{"live_url": live, "stream": w.stream, "subject": w.person}},
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfgFile := filepath.Join(dir, "config.json")
-	os.WriteFile(cfgFile, cfg, 0o600)
+	if err := os.WriteFile(cfgFile, cfg, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	wp := startEnv(t, []string{"CODES_SANDBOX_SERVICE_TOKEN=" + strings.TrimSpace(string(token))},
 		filepath.Join(bin, "codes-sandbox"), "serve", "--config", cfgFile, "--addr-file", filepath.Join(dir, "addr"))
 	wp.addr(t, filepath.Join(dir, "addr"))

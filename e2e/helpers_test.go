@@ -229,16 +229,19 @@ func view(t *testing.T, live string, w world) ownerView {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, live+"/api/streams/agent/"+w.stream+"/plays/worker", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, live+"/api/streams/agent/"+w.stream+"/plays/worker", nil)
+	if err != nil {
+		t.Fatalf("owner's view: %v", err)
+	}
 	req.Header.Set("Authorization", "Bearer "+w.personToken)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatalf("owner's view: %v", err)
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("owner's view: %d %s", resp.StatusCode, body)
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("owner's view: %d %s (%v)", resp.StatusCode, body, err)
 	}
 	var v ownerView
 	if err := json.Unmarshal(body, &v); err != nil {

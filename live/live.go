@@ -8,6 +8,7 @@ package live
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"openvibe.network/agentsandbox/contract"
@@ -43,14 +44,7 @@ type Service struct {
 }
 
 // Has reports whether the service holds capability c.
-func (s Service) Has(c string) bool {
-	for _, x := range s.Capabilities {
-		if x == c {
-			return true
-		}
-	}
-	return false
-}
+func (s Service) Has(c string) bool { return slices.Contains(s.Capabilities, c) }
 
 // Registration is an accepted check-in: the report stored byte for byte as
 // sent, with the server's receive time and both parties of the delegation.

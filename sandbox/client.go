@@ -10,7 +10,10 @@ import (
 	"io/fs"
 	"net"
 	"path/filepath"
+	"strconv"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Exec runs req in sandbox id with req.Stdin as its standard input,
@@ -40,19 +43,13 @@ func (r *Runtime) ExecStream(ctx context.Context, id string, req ExecRequest, st
 		}
 	}
 	before, evErr := b.group.Events()
-	c, err := r.dial(ctx, b)
+	c, fw, end, err := r.request(ctx, b, controlRequest{
+		Op: opExec, Argv: req.Argv, Env: req.Env, Cwd: req.Cwd, Timeout: int64(req.Timeout),
+	})
 	if err != nil {
 		return r.lost(ctx, b, err)
 	}
-	defer c.Close()
-	stop := context.AfterFunc(ctx, func() { c.Close() })
-	defer stop()
-	fw := &frameWriter{w: c}
-	if err := fw.json(frameRequest, controlRequest{
-		Op: opExec, Argv: req.Argv, Env: req.Env, Cwd: req.Cwd, Timeout: int64(req.Timeout),
-	}); err != nil {
-		return r.lost(ctx, b, err)
-	}
+	defer end()
 	go func() { _ = copyFrames(fw, stdin) }()
 	done, err := readReply(c, map[byte]io.Writer{frameStdout: stdout, frameStderr: stderr})
 	if errors.Is(err, errOutput) {
@@ -134,17 +131,11 @@ func (r *Runtime) fileOp(ctx context.Context, id string, req controlRequest, src
 	if err != nil {
 		return controlDone{}, err
 	}
-	c, err := r.dial(ctx, b)
+	c, fw, end, err := r.request(ctx, b, req)
 	if err != nil {
 		return controlDone{}, err
 	}
-	defer c.Close()
-	stop := context.AfterFunc(ctx, func() { c.Close() })
-	defer stop()
-	fw := &frameWriter{w: c}
-	if err := fw.json(frameRequest, req); err != nil {
-		return controlDone{}, err
-	}
+	defer end()
 	var sendErr error
 	if req.Op == opPut {
 		sendErr = copyFrames(fw, src)
@@ -167,13 +158,53 @@ func (r *Runtime) fileOp(ctx context.Context, id string, req controlRequest, src
 	return done, errors.New(done.Error)
 }
 
+// request connects to b's init and sends req. The connection is closed when
+// ctx ends, or by end, which the caller must call once done with it.
+func (r *Runtime) request(ctx context.Context, b *box, req controlRequest) (c net.Conn, fw *frameWriter, end func(), err error) {
+	c, err = r.dial(ctx, b)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	end = func() { stop(); c.Close() }
+	fw = &frameWriter{w: c}
+	if err := fw.json(frameRequest, req); err != nil {
+		end()
+		return nil, nil, nil, err
+	}
+	return c, fw, end, nil
+}
+
+// dial connects to b's control socket.
 func (r *Runtime) dial(ctx context.Context, b *box) (net.Conn, error) {
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "unix", filepath.Join(b.dir, "ctl.sock"))
+	c, err := dialSocketNoFollow(ctx, filepath.Join(b.dir, "ctl.sock"))
 	if err != nil {
 		return nil, fmt.Errorf("connect to sandbox %s: %w", b.id, err)
 	}
 	return c, nil
+}
+
+// dialSocketNoFollow connects to the unix socket at path without following
+// a symlink in its last component: the sandbox owns its control directory
+// and could put there a link to any socket of the host, which this root
+// process would otherwise connect to. The socket is opened by an O_PATH
+// descriptor, checked, and reached through /proc/self/fd, so it cannot be
+// swapped between the check and the connect.
+func dialSocketNoFollow(ctx context.Context, path string) (net.Conn, error) {
+	fd, err := unix.Open(path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, &fs.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFSOCK {
+		return nil, fmt.Errorf("%s is not a socket", path)
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, "unix", "/proc/self/fd/"+strconv.Itoa(fd))
 }
 
 // errOutput wraps a failure to write a command's output or a file's content

@@ -128,7 +128,7 @@ func (r *Runtime) Create(ctx context.Context, opts Options) (Info, error) {
 	}
 	if err := r.start(ctx, b); err != nil {
 		rep := r.wipe(b, "deleted")
-		r.log.Error("sandbox start failed", "sandbox", b.id, "slot", b.slot.index, "error", err, "wipe_verified", rep.Verified)
+		r.log.Error("sandbox start failed", "sandbox", b.id, "slot", b.slot.index, "err", err, "wipe_verified", rep.Verified)
 		return Info{}, fmt.Errorf("create sandbox: %w", err)
 	}
 	r.mu.Lock()

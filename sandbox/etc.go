@@ -17,14 +17,15 @@ import (
 // etcHostFiles are the host /etc entries a sandbox sees, when present: the
 // dynamic loader's cache, alternatives, certificates, time zone, MIME types
 // and a few library configuration files. Everything else of /etc (shadow,
-// ssh, the worker's configuration, gitconfig…) stays out.
+// ssh, the worker's configuration, gitconfig, the host's environment
+// variables in /etc/environment…) stays out.
 var etcHostFiles = []string{
 	"alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d",
 	"ssl/certs", "ssl/openssl.cnf", "ca-certificates.conf",
 	"localtime", "timezone", "mime.types", "protocols", "services",
 	"gai.conf", "host.conf", "inputrc", "magic", "magic.mime",
 	"os-release", "debian_version", "fonts", "perl", "python3", "python3.11",
-	"bash.bashrc", "profile", "environment", "login.defs", "terminfo",
+	"bash.bashrc", "profile", "login.defs", "terminfo",
 }
 
 // etcFiles returns the generated /etc contents: the sandbox user and group,

@@ -27,6 +27,7 @@ func TestBuildEtc(t *testing.T) {
 	write("ssl/private/key.pem", "key")
 	write("ssl/certs/ca-certificates.crt", "certs")
 	write("gitconfig", "[credential]")
+	write("environment", "HTTPS_PROXY=http://user:secret@proxy.internal:3128")
 	write("mime.types", "text/plain txt")
 	if err := os.MkdirAll(filepath.Join(host, "alternatives"), 0o755); err != nil {
 		t.Fatal(err)
@@ -45,6 +46,7 @@ func TestBuildEtc(t *testing.T) {
 		{"passwd", true}, {"group", true}, {"hosts", true}, {"resolv.conf", true}, {"mtab", true},
 		{"ssl/certs/ca-certificates.crt", true}, {"mime.types", true}, {"alternatives/awk", true},
 		{"shadow", false}, {"ssh", false}, {"ssl/private", false}, {"gitconfig", false},
+		{"environment", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := os.Lstat(filepath.Join(dir, tc.name))

@@ -126,8 +126,8 @@ func exitStatus(ps *os.ProcessState) int {
 	if ps == nil {
 		return 255
 	}
-	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return 128 + int(ws.Signal())
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok {
+		return waitStatusCode(ws)
 	}
 	return ps.ExitCode()
 }

@@ -7,10 +7,13 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"openvibe.network/agentsandbox/internal/testenv"
 )
 
@@ -173,5 +176,58 @@ func TestSmoke(t *testing.T) {
 	}
 	if got := rt.List(); len(got) != 1 || got[0].ID != info.ID || rt.Active() != 1 || rt.Capacity() != 1 {
 		t.Fatalf("List %+v, Active %d, Capacity %d", got, rt.Active(), rt.Capacity())
+	}
+}
+
+// pendingConn reports, without blocking, whether a connection waits on ln.
+func pendingConn(tb testing.TB, ln net.Listener) bool {
+	tb.Helper()
+	raw, err := ln.(syscall.Conn).SyscallConn()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var aerr error
+	err = raw.Control(func(fd uintptr) {
+		var nfd int
+		if nfd, _, aerr = unix.Accept(int(fd)); aerr == nil {
+			unix.Close(nfd)
+		}
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if aerr != nil && !errors.Is(aerr, unix.EAGAIN) {
+		tb.Fatalf("accept: %v", aerr)
+	}
+	return aerr == nil
+}
+
+// TestPendingConn proves pendingConn sees a connection that waits, so the
+// tests that assert none reached a host listener can fail.
+func TestPendingConn(t *testing.T) {
+	for _, tc := range []struct {
+		name, network, addr string
+	}{
+		{"TCP", "tcp", "127.0.0.1:0"},
+		{"Unix", "unix", filepath.Join(t.TempDir(), "s.sock")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ln, err := net.Listen(tc.network, tc.addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			if pendingConn(t, ln) {
+				t.Fatal("a connection is pending before any dial")
+			}
+			c, err := net.Dial(tc.network, ln.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if !pendingConn(t, ln) {
+				t.Fatal("the dialled connection is not seen")
+			}
+		})
 	}
 }

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -23,8 +24,8 @@ type directRun struct {
 // wipe's report. A command ended by a limit has a Reason: "time_box",
 // "memory" or "pids"; when ctx ends, the command is killed and Run returns
 // Reason "deleted" with ctx's error. Errors: ErrCapacity; an invalid option
-// (egress is not available to a one-command sandbox); a failed start. The
-// runtime must not be closed while Run runs.
+// (egress is not available to a one-command sandbox); a failed start. A
+// Close waits for Run to end.
 func (r *Runtime) Run(ctx context.Context, opts Options, argv []string, stdin io.Reader, stdout, stderr io.Writer) (ExecResult, WipeReport, error) {
 	opts, err := resolve(opts)
 	switch {
@@ -69,7 +70,7 @@ func (r *Runtime) Run(ctx context.Context, opts Options, argv []string, stdin io
 			}
 		}
 	}
-	rep := r.wipe(b, firstOf(why, "exited"))
+	rep := r.wipe(b, cmp.Or(why, "exited"))
 	if why != "" {
 		res = ExecResult{ExitCode: exitStatus(b.cmd.ProcessState), Reason: why}
 	}
@@ -77,11 +78,4 @@ func (r *Runtime) Run(ctx context.Context, opts Options, argv []string, stdin io
 		return res, rep, fmt.Errorf("run: %w", ctx.Err())
 	}
 	return res, rep, nil
-}
-
-func firstOf(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }

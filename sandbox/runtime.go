@@ -106,18 +106,19 @@ func NewRuntime(cfg Config) (*Runtime, error) {
 		return nil, fmt.Errorf("new runtime: %w", err)
 	}
 	r := &Runtime{cfg: cfg, cg: cg, seccomp: prog, log: cfg.Logger, boxes: map[string]*box{}}
-	if err := r.prepareDir(); err != nil {
-		_ = os.RemoveAll(r.dir)
-		return nil, fmt.Errorf("new runtime: %w", err)
+	err = r.prepareDir()
+	if n := len(r.controlPath("0123456789abcdef0123") + "/egress.sock"); err == nil && n >= maxSocketPath {
+		err = fmt.Errorf("state dir %s is too long for unix socket paths", r.cfg.StateDir)
 	}
-	if n := len(r.controlPath("0123456789abcdef0123") + "/egress.sock"); n >= maxSocketPath {
-		_ = os.RemoveAll(r.dir)
-		return nil, fmt.Errorf("new runtime: state dir %s is too long for unix socket paths", r.cfg.StateDir)
+	if err == nil {
+		err = r.reserveSlots()
 	}
-	if err := r.reserveSlots(); err != nil {
+	if err != nil {
 		r.releaseSlots()
 		_ = os.RemoveAll(r.dir)
-		r.dirLock.Close()
+		if r.dirLock != nil {
+			r.dirLock.Close()
+		}
 		return nil, fmt.Errorf("new runtime: %w", err)
 	}
 	return r, nil
@@ -233,8 +234,11 @@ func (r *Runtime) get(id string) (*box, error) {
 	return b, nil
 }
 
-// Close wipes every sandbox and releases the runtime's uids and files. The
-// error joins the wipes that could not be verified.
+// Close wipes every sandbox and releases the runtime's uids and files. It
+// first waits for the wipes already under way and for sandboxes still
+// starting (their Create fails and wipes them) or running a Run, so that no
+// uid is released before its sandbox is wiped. The error joins the wipes that
+// could not be verified.
 func (r *Runtime) Close() error {
 	r.mu.Lock()
 	if r.closed {
@@ -256,6 +260,7 @@ func (r *Runtime) Close() error {
 			errs = append(errs, fmt.Errorf("close: wipe of %s not verified: %v", id, rep.Leftovers))
 		}
 	}
+	errs = append(errs, r.awaitWipes()...)
 	r.releaseSlots()
 	if len(errs) == 0 {
 		if err := os.RemoveAll(r.dir); err != nil {
@@ -270,3 +275,29 @@ func (r *Runtime) Close() error {
 
 // controlPath is the host path of a sandbox's control directory.
 func (r *Runtime) controlPath(id string) string { return filepath.Join(r.dir, id) }
+
+// awaitWipes waits until the sandbox of every claimed slot is wiped (one
+// still starting, one a Delete or its time box is wiping, a Run's) and
+// returns the wipes among them that could not be verified. Slots already
+// out of use before it was called are not waited for nor reported again.
+func (r *Runtime) awaitWipes() []error {
+	r.mu.Lock()
+	var pending []*box
+	for _, s := range r.slots {
+		if s.box != nil && s.broken == "" {
+			pending = append(pending, s.box)
+		}
+	}
+	r.mu.Unlock()
+	var errs []error
+	for _, b := range pending {
+		<-b.wiped
+		r.mu.Lock()
+		broken := b.slot.broken
+		r.mu.Unlock()
+		if broken != "" {
+			errs = append(errs, fmt.Errorf("close: wipe of %s not verified: %s", b.id, broken))
+		}
+	}
+	return errs
+}

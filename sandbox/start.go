@@ -29,14 +29,16 @@ const (
 	fdReady   = 6
 )
 
-// baseEnv is the environment of the init and so of every command, before the
-// egress variables, Options.Env and the request's env.
-var baseEnv = map[string]string{
-	"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-	"HOME": Workspace,
-	"LANG": "C.UTF-8",
-	"TERM": "dumb",
-	"USER": "sandbox",
+// baseEnv returns the environment of the init and so of every command,
+// before the egress variables, Options.Env and the request's env.
+func baseEnv() map[string]string {
+	return map[string]string{
+		"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"HOME": Workspace,
+		"LANG": "C.UTF-8",
+		"TERM": "dumb",
+		"USER": "sandbox",
+	}
 }
 
 // start makes b's cgroup and control directory, attaches egress, starts
@@ -129,39 +131,42 @@ func (p *launchPipes) close() {
 	}
 }
 
-// launch starts bubblewrap for b as the slot's uid and gid, with no
-// supplementary groups, an empty environment, and the parent-death signal.
-func (r *Runtime) launch(b *box) (*launchPipes, error) {
+// newLaunchPipes makes the pipes to a starting sandbox: the seccomp
+// program (written whole), bubblewrap's info and block pipes and, unless
+// direct, the init's ready pipe. It returns the runtime's ends and
+// bubblewrap's, in the order of their descriptors from 3.
+func newLaunchPipes(prog []byte, direct bool) (*launchPipes, []*os.File, error) {
 	p := &launchPipes{}
 	var child []*os.File
-	defer func() {
+	fail := func(err error) (*launchPipes, []*os.File, error) {
+		p.close()
 		for _, f := range child {
 			f.Close()
 		}
-	}()
+		return nil, nil, fmt.Errorf("start sandbox: %w", err)
+	}
 	secR, secW, err := os.Pipe()
 	if err != nil {
-		return nil, fmt.Errorf("start sandbox: %w", err)
+		return fail(err)
 	}
 	child = append(child, secR)
 	// The program is a few KiB, well within a pipe's buffer.
-	_, err = secW.Write(r.seccomp)
+	_, err = secW.Write(prog)
 	secW.Close()
 	if err != nil {
-		return nil, fmt.Errorf("start sandbox: seccomp: %w", err)
+		return fail(fmt.Errorf("seccomp: %w", err))
 	}
 	pipes := []struct {
 		keep   **os.File
 		parent bool // the runtime keeps the read end
 	}{{&p.info, true}, {&p.block, false}, {&p.ready, true}}
-	if b.direct != nil {
+	if direct {
 		pipes = pipes[:2]
 	}
 	for _, pair := range pipes {
 		rd, wr, err := os.Pipe()
 		if err != nil {
-			p.close()
-			return nil, fmt.Errorf("start sandbox: %w", err)
+			return fail(err)
 		}
 		if pair.parent {
 			*pair.keep = rd
@@ -171,6 +176,21 @@ func (r *Runtime) launch(b *box) (*launchPipes, error) {
 			child = append(child, rd)
 		}
 	}
+	return p, child, nil
+}
+
+// launch starts bubblewrap for b as the slot's uid and gid, with no
+// supplementary groups, an empty environment, and the parent-death signal.
+func (r *Runtime) launch(b *box) (*launchPipes, error) {
+	p, child, err := newLaunchPipes(r.seccomp, b.direct != nil)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		for _, f := range child {
+			f.Close()
+		}
+	}()
 	uid := uint32(b.slot.uid)
 	b.stderr = &tailBuffer{}
 	b.cmd = &exec.Cmd{
@@ -214,14 +234,13 @@ func (r *Runtime) bwrapSpec(b *box) BwrapSpec {
 		DiskBytes: int64(b.opts.Limits.DiskMB) << 20,
 		TmpBytes:  min(tmpBytes, int64(b.opts.Limits.DiskMB)<<20),
 		Hostname:  hostname,
-		Env:       baseEnv,
+		Env:       baseEnv(),
 		SeccompFD: fdSeccomp,
 		InfoFD:    fdInfo,
 		BlockFD:   fdBlock,
 	}
 	if b.direct != nil {
 		spec.Command = b.direct.argv
-		spec.Env = maps.Clone(baseEnv)
 		maps.Copy(spec.Env, b.opts.Env)
 		return spec
 	}

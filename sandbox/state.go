@@ -28,8 +28,12 @@ func (r *Runtime) prepareDir() error {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		return fmt.Errorf("state dir: %w", err)
 	}
-	if r.dirLock, err = lockFile(filepath.Join(dir, "lock")); err != nil || r.dirLock == nil {
-		return fmt.Errorf("state dir: lock: %v", err)
+	r.dirLock, err = lockFile(filepath.Join(dir, "lock"))
+	switch {
+	case err != nil:
+		return fmt.Errorf("state dir: lock: %w", err)
+	case r.dirLock == nil:
+		return fmt.Errorf("state dir: lock: %s is held by another process", dir)
 	}
 	r.init = filepath.Join(dir, "init")
 	if err := copyBinary(r.cfg.InitBinary, r.init); err != nil {
@@ -202,7 +206,11 @@ func (r *Runtime) removeStale() {
 		}
 		err = os.RemoveAll(d)
 		f.Close()
-		r.log.Warn("removed the directory of a runtime that ended without closing", "dir", d, "error", err)
+		if err != nil {
+			r.log.Warn("cannot remove the directory of a runtime that ended without closing", "dir", d, "err", err)
+			continue
+		}
+		r.log.Warn("removed the directory of a runtime that ended without closing", "dir", d)
 	}
 }
 

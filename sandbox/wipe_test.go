@@ -89,3 +89,69 @@ func TestRemoveStale(t *testing.T) {
 		t.Fatalf("live runtime dir removed: %v", err)
 	}
 }
+
+// heldAttacher holds each sandbox's start in Attach until release is closed,
+// then attaches as fakeAttacher does.
+type heldAttacher struct {
+	fakeAttacher
+	attaching chan struct{} // one value per Attach, sent before it waits
+	release   chan struct{}
+}
+
+func (h *heldAttacher) Attach(ctx context.Context, id, socketPath string, uid int) (func(), error) {
+	h.attaching <- struct{}{}
+	select {
+	case <-h.release:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return h.fakeAttacher.Attach(ctx, id, socketPath, uid)
+}
+
+// TestCloseWaitsForStart proves that Close waits for a sandbox still
+// starting: its Create fails, the sandbox is wiped, and only then are the
+// uid and the runtime's files released.
+func TestCloseWaitsForStart(t *testing.T) {
+	testenv.RequireSandbox(t)
+	att := &heldAttacher{
+		fakeAttacher: fakeAttacher{attached: map[string]bool{}},
+		attaching:    make(chan struct{}, 1),
+		release:      make(chan struct{}),
+	}
+	rt, err := NewRuntime(Config{Capacity: 1, Egress: att})
+	if err != nil {
+		t.Fatalf("NewRuntime: %v", err)
+	}
+	uid := rt.slots[0].uid
+	created := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+		defer cancel()
+		_, err := rt.Create(ctx, Options{Egress: true})
+		created <- err
+	}()
+	<-att.attaching
+	closed := make(chan error, 1)
+	go func() { closed <- rt.Close() }()
+	select {
+	case err := <-closed:
+		t.Fatalf("Close returned (%v) while a sandbox was starting", err)
+	case <-time.After(200 * time.Millisecond): // a correct Close cannot return before the release
+	}
+	close(att.release)
+	if err := <-created; err == nil || !strings.Contains(err.Error(), "runtime is closed") {
+		t.Fatalf("Create during Close: %v, want runtime is closed", err)
+	}
+	if err := <-closed; err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if pids, err := uidProcesses(uid); err != nil || len(pids) > 0 {
+		t.Fatalf("processes of uid %d left after Close: %v (%v)", uid, pids, err)
+	}
+	if _, err := os.Stat(rt.dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("runtime dir %s left after Close (%v)", rt.dir, err)
+	}
+	if len(att.attached) != 0 {
+		t.Fatalf("egress still attached after Close: %v", att.attached)
+	}
+}

@@ -18,6 +18,11 @@ import (
 // probeTimeout bounds the probe's one exec.
 const probeTimeout = 10 * time.Second
 
+// maxProbeOutput bounds what the worker keeps of the probe's output (a few
+// KiB normally). Output beyond it is dropped and the probe counts as not
+// run, since a cut output could hide a failure.
+const maxProbeOutput = 1 << 20
+
 // observation is everything the self-test saw; evaluate turns it into checks.
 type observation struct {
 	// setup is why the probe could not run at all (no sandbox, no exec).
@@ -96,31 +101,42 @@ func observe(ctx context.Context, d Deps) *observation {
 // runProbe runs the probe script once and records its output.
 func runProbe(ctx context.Context, d Deps, info sandbox.Info, obs *observation, files []string) {
 	argv := append([]string{"/bin/bash", "-c", probeScript, "probe", obs.canaryAddr}, files...)
-	var out bytes.Buffer
-	w := &lockedWriter{w: &out}
+	w := &lockedWriter{limit: maxProbeOutput}
 	res, err := d.Sandboxes.Exec(ctx, info.ID, sandbox.ExecRequest{Argv: argv, Timeout: probeTimeout}, w, w)
-	if err != nil {
+	switch {
+	case err != nil:
 		obs.setup = fmt.Sprintf("cannot run the probe in the sandbox: %v", err)
+		return
+	case w.cut:
+		obs.setup = fmt.Sprintf("the probe printed more than %d bytes", maxProbeOutput)
 		return
 	}
 	obs.exit = res
-	obs.out = out.String()
+	obs.out = w.buf.String()
 	for _, l := range strings.Split(obs.out, "\n") {
 		k, v, _ := strings.Cut(l, " ")
 		obs.lines[k] = append(obs.lines[k], v)
 	}
 }
 
-// lockedWriter serialises writes from the stdout and stderr streams.
+// lockedWriter serialises writes from the stdout and stderr streams and
+// keeps at most limit bytes; cut says that more was written.
 type lockedWriter struct {
-	mu sync.Mutex
-	w  *bytes.Buffer
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	limit int
+	cut   bool
 }
 
+// Write keeps what fits under the limit and reports all of p written, so
+// the writer is never stopped early by an error.
 func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.w.Write(p)
+	keep := min(len(p), l.limit-l.buf.Len())
+	l.buf.Write(p[:keep])
+	l.cut = l.cut || keep < len(p)
+	return len(p), nil
 }
 
 // countConns accepts (and closes) every connection to the canary listener.

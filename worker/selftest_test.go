@@ -8,10 +8,10 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"openvibe.network/agentsandbox/egress"
 	"openvibe.network/agentsandbox/sandbox"
@@ -252,6 +252,9 @@ func TestSelfTestFailsWhenBroken(t *testing.T) {
 		{"WipeLeavesDir", func(f *fakeBox) { f.leaveDir = true }, nil, false, []string{CheckWipe}, "still there after the wipe"},
 		{"WipeLeavesProcess", func(f *fakeBox) { f.leaveProc = true }, nil, false, []string{CheckWipe}, "process 4242 of the sandbox"},
 		{"NoSandbox", func(f *fakeBox) { f.failCreate = errors.New("no slot") }, nil, false, Checks, "cannot create the probe sandbox: no slot"},
+		{"ProbeOutputTooLong", func(f *fakeBox) {
+			f.edit = func(l []string) []string { return append(l, strings.Repeat("x", maxProbeOutput)) }
+		}, nil, false, Checks[:len(Checks)-1], "printed more than 1048576 bytes"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -266,7 +269,7 @@ func TestSelfTestFailsWhenBroken(t *testing.T) {
 				t.Fatalf("self-test passed with %s broken", tc.name)
 			}
 			for _, c := range Checks {
-				want := !contains(tc.fail, c)
+				want := !slices.Contains(tc.fail, c)
 				if res.Checks[c] != want {
 					t.Errorf("check %s = %v, want %v (reasons %q)", c, res.Checks[c], want, res.Reasons)
 				}
@@ -288,15 +291,6 @@ func filterOut(lines []string, prefix string) []string {
 	return out
 }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
 func TestSelfTestRestoresEnvironment(t *testing.T) {
 	f := newFakeBox(t)
 	runFake(t, f, nil, true)
@@ -305,5 +299,4 @@ func TestSelfTestRestoresEnvironment(t *testing.T) {
 			t.Fatalf("canary left in the environment: %s", kv)
 		}
 	}
-	_ = time.Second
 }

@@ -73,7 +73,11 @@ func TestInit(t *testing.T) {
 	if err != nil {
 		t.Fatalf("NewRuntime: %v", err)
 	}
-	defer rt.Close()
+	defer func() {
+		if err := rt.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	}()
 	for _, tc := range []struct {
 		name   string
 		egress bool

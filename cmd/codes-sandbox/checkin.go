@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -199,11 +200,8 @@ func checkinCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr 
 		fmt.Fprintln(stderr, "Runs the self-test, builds the report and checks in once with each target; prints Live's answers.")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	if !*once || fs.NArg() != 0 {
 		fs.Usage()
@@ -214,7 +212,7 @@ func checkinCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr 
 		fmt.Fprintf(stderr, "codes-sandbox checkin: %v\n", err)
 		return 2
 	}
-	targets, err := buildTargets(append(fc.CheckIns, cf.targets...), firstOf(cf.caFile, fc.LiveCAFile))
+	targets, err := buildTargets(append(fc.CheckIns, cf.targets...), cmp.Or(cf.caFile, fc.LiveCAFile))
 	if err == nil && len(targets) == 0 {
 		err = errors.New("no check-in target: give --live-url, --stream, --subject")
 	}
@@ -230,7 +228,7 @@ func checkinCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr 
 	}
 	defer st.close()
 	res := st.tester.Run(ctx)
-	self := st.self(firstOf(cf.workerID, fc.WorkerID, defaultWorkerID()))
+	self := st.self(cmp.Or(cf.workerID, fc.WorkerID, defaultWorkerID()))
 	code := 0
 	for _, t := range targets {
 		a, err := worker.CheckIn(ctx, t, worker.BuildReport(self, &res, st.rt.Capacity(), st.rt.Active(), time.Now()), log)
@@ -247,13 +245,4 @@ func checkinCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr 
 		}
 	}
 	return code
-}
-
-func firstOf(vals ...string) string {
-	for _, v := range vals {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }

@@ -9,6 +9,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -66,4 +68,18 @@ func usage(w io.Writer, cmds map[string]command) {
 	for _, name := range []string{"run", "serve", "selftest", "checkin", "egress"} {
 		fmt.Fprintf(w, "  %-9s %s\n", name, cmds[name].summary)
 	}
+}
+
+// parseFlags parses args into fs. ok is false when the command must stop at
+// once, with code: 0 after -h or --help, 2 after a bad flag (fs has printed
+// why and its usage).
+func parseFlags(fs *flag.FlagSet, args []string) (code int, ok bool) {
+	err := fs.Parse(args)
+	switch {
+	case err == nil:
+		return 0, true
+	case errors.Is(err, flag.ErrHelp):
+		return 0, false
+	}
+	return 2, false
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -52,11 +51,8 @@ func runCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	fs.IntVar(&o.Limits.Pids, "pids", sandbox.DefaultPids, "maximum number of processes")
 	fs.IntVar(&o.Limits.CPUPercent, "cpu-percent", sandbox.DefaultCPUPercent, "CPU limit in percent of one core")
 	fs.Var(env, "env", "K=V added to the command's environment (repeatable)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	if fs.NArg() == 0 {
 		fmt.Fprintln(stderr, "codes-sandbox run: no command given (codes-sandbox run [flags] -- CMD [ARGS...])")

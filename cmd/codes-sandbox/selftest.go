@@ -1,9 +1,9 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -43,7 +43,7 @@ type stackConfig struct {
 }
 
 func (s *stackFlags) config(fc fileConfig, capacity int) stackConfig {
-	return stackConfig{capacity: capacity, stateDir: firstOf(s.stateDir, fc.StateDir), egress: !s.noEgress}
+	return stackConfig{capacity: capacity, stateDir: cmp.Or(s.stateDir, fc.StateDir), egress: !s.noEgress}
 }
 
 // stack is the runtime, the egress proxy and the self-test of one worker.
@@ -67,7 +67,7 @@ func newStack(cfg stackConfig, log *slog.Logger) (*stack, error) {
 		}
 		st.proxy, attacher = p, p
 	}
-	stateDir := firstOf(cfg.stateDir, sandbox.DefaultStateDir)
+	stateDir := cmp.Or(cfg.stateDir, sandbox.DefaultStateDir)
 	rt, err := sandbox.NewRuntime(sandbox.Config{
 		Capacity: cfg.capacity, StateDir: stateDir, Egress: attacher, Logger: log.With("component", "sandbox"),
 		InitBinary: initBinary(log.With("component", "sandbox")),
@@ -148,11 +148,8 @@ func selftestCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr
 		fmt.Fprintln(stderr, "Exit 0 only when every check passes.")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	if fs.NArg() != 0 {
 		fs.Usage()

@@ -55,10 +55,11 @@ func serveCmd(ctx context.Context, args []string, _ io.Reader, _, stderr io.Writ
 		fmt.Fprintln(stderr, "SIGINT/SIGTERM shut it down gracefully and wipe every sandbox. Logs are JSON on stderr.")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() != 0 {
+		fs.Usage()
 		return 2
 	}
 	log := newLogger(stderr)
@@ -76,11 +77,11 @@ func serve(ctx context.Context, o serveOptions, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	token, err := apiToken(firstOf(o.apiTokenFile, fc.APITokenFile))
+	token, err := apiToken(cmp.Or(o.apiTokenFile, fc.APITokenFile))
 	if err != nil {
 		return err
 	}
-	targets, err := buildTargets(append(fc.CheckIns, o.checkIns.targets...), firstOf(o.checkIns.caFile, fc.LiveCAFile))
+	targets, err := buildTargets(append(fc.CheckIns, o.checkIns.targets...), cmp.Or(o.checkIns.caFile, fc.LiveCAFile))
 	if err != nil {
 		return err
 	}
@@ -90,12 +91,12 @@ func serve(ctx context.Context, o serveOptions, log *slog.Logger) error {
 		return err
 	}
 	defer st.close()
-	self := st.self(firstOf(o.checkIns.workerID, fc.WorkerID, defaultWorkerID()))
+	self := st.self(cmp.Or(o.checkIns.workerID, fc.WorkerID, defaultWorkerID()))
 
 	first := st.tester.Run(ctx)
 	log.Info("self-test at start", "passed", first.Passed, "reasons", first.Reasons, "duration", first.Duration)
 
-	srv, served, err := startAPI(st, token, firstOf(o.listen, fc.Listen, defaultListen), o.addrFile, log)
+	srv, served, err := startAPI(st, token, cmp.Or(o.listen, fc.Listen, defaultListen), o.addrFile, log)
 	if err != nil {
 		return err
 	}

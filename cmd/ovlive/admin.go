@@ -15,8 +15,9 @@ import (
 
 // adminAction is one `ovlive admin NOUN VERB`: its synopsis, how many
 // positional arguments it takes, and setup, which registers its flags and
-// returns what to check before the store is opened (nil for nothing) and
-// what to do with the store. do returns the one JSON object to print.
+// returns what to check before the store is opened (nil for nothing; its
+// error is a usage error, printed with the usage, exit 2) and what to do
+// with the store. do returns the one JSON object to print.
 type adminAction struct {
 	synopsis   string
 	positional int
@@ -24,13 +25,6 @@ type adminAction struct {
 }
 
 type adminDo func(ctx context.Context, s live.Store, args []string) (any, error)
-
-// errUsage marks a check failure that is a usage error (exit 2).
-type errUsage struct{ msg string }
-
-func (e errUsage) Error() string { return e.msg }
-
-func usagef(format string, args ...any) error { return errUsage{fmt.Sprintf(format, args...)} }
 
 func adminActions() map[string]adminAction {
 	return map[string]adminAction{
@@ -94,10 +88,6 @@ func runAdmin(ctx context.Context, name string, a adminAction, db dbFlags, args 
 	defer store.Close()
 	out, err := do(ctx, store, fs.Args())
 	if err != nil {
-		var u errUsage
-		if errors.As(err, &u) {
-			return usageError(fs, "%s", u.msg)
-		}
 		fmt.Fprintf(stderr, "ovlive admin %s: %s\n", name, errorText(err))
 		return 1
 	}

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
+	"fmt"
 	"time"
 
 	"openvibe.network/agentsandbox/live"
@@ -25,11 +27,11 @@ func (f *issueFlags) register(fs *flag.FlagSet, withService bool) {
 func (f *issueFlags) check(withService bool) error {
 	switch {
 	case f.ttl < 0:
-		return usagef("--ttl must not be negative")
+		return errors.New("--ttl must not be negative")
 	case withService && (f.service == "") == (f.person == ""):
-		return usagef("give exactly one of --service ID (a service token) or --person ID (a person token)")
+		return errors.New("give exactly one of --service ID (a service token) or --person ID (a person token)")
 	case !withService && f.person == "":
-		return usagef("--person is required")
+		return errors.New("--person is required")
 	}
 	return nil
 }
@@ -106,7 +108,7 @@ func credentialList(fs *flag.FlagSet) (func([]string) error, adminDo) {
 	kind := fs.String("kind", "", "list only credentials of this `KIND`")
 	check := func([]string) error {
 		if *kind != "" && live.CredentialKind(*kind).Prefix() == "" {
-			return usagef("--kind %q is unknown: use service_token, person_token, desk_ticket or session", *kind)
+			return fmt.Errorf("--kind %q is unknown: use service_token, person_token, desk_ticket or session", *kind)
 		}
 		return nil
 	}

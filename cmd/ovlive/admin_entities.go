@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 
 	"openvibe.network/agentsandbox/live"
@@ -11,7 +12,7 @@ func personAdd(fs *flag.FlagSet) (func([]string) error, adminDo) {
 	name := fs.String("name", "", "the person's `NAME` (required)")
 	check := func([]string) error {
 		if *name == "" {
-			return usagef("--name is required")
+			return errors.New("--name is required")
 		}
 		return nil
 	}
@@ -32,7 +33,7 @@ func streamAdd(fs *flag.FlagSet) (func([]string) error, adminDo) {
 	id := fs.String("id", "", "the stream's `ID` (default: a fresh str_… id)")
 	check := func([]string) error {
 		if *owner == "" {
-			return usagef("--owner is required: the id of the person who owns the stream (see `person list`)")
+			return errors.New("--owner is required: the id of the person who owns the stream (see `person list`)")
 		}
 		return nil
 	}
@@ -55,7 +56,7 @@ func serviceAdd(fs *flag.FlagSet) (func([]string) error, adminDo) {
 	fs.Var(&caps, "capability", "a `CAP`ability the service holds (repeatable), e.g. "+live.CapabilityRegister)
 	check := func([]string) error {
 		if *name == "" {
-			return usagef("--name is required")
+			return errors.New("--name is required")
 		}
 		return nil
 	}

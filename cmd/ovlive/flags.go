@@ -23,7 +23,8 @@ func (d *dbFlags) register(fs *flag.FlagSet) {
 	if d.dsn == "" {
 		d.dsn = defaultDB
 	}
-	fs.StringVar(&d.dsn, "db", d.dsn, "the store: `DSN` sqlite:PATH or postgres://USER@HOST:PORT/DB?sslmode=...")
+	fs.StringVar(&d.dsn, "db", d.dsn, "the store: `DSN` sqlite:PATH or postgres://USER@HOST:PORT/DB?sslmode=... "+
+		"(keep a password out of it, where every user can read it in the process list: set PGPASSWORD or use ~/.pgpass)")
 	fs.StringVar(&d.schema, "db-schema", d.schema, "PostgreSQL only: the `SCHEMA` to create (if needed) and use")
 	fs.Lookup("db").DefValue, fs.Lookup("db-schema").DefValue = defaultDB, ""
 }

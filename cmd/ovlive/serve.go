@@ -78,7 +78,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	}()
 	api, err := httpapi.New(httpapi.Config{Store: store, Logger: log})
 	if err != nil {
-		return err
+		return fmt.Errorf("new api: %w", err)
 	}
 	ln, err := net.Listen("tcp", f.listen)
 	if err != nil {

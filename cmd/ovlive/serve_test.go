@@ -11,10 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"openvibe.network/agentsandbox/internal/testenv"
 	"openvibe.network/agentsandbox/live"
+	"openvibe.network/agentsandbox/live/postgres/pgtest"
 )
 
 // ack is the last check-in of a stream that got a 200.
@@ -145,35 +144,32 @@ func TestServeRestartKeepsData(t *testing.T) {
 	resp.Body.Close()
 }
 
-// TestServeGracefulShutdownUnderLoad sends SIGTERM during a load of
-// check-ins: the server exits cleanly and every acknowledged check-in is
-// stored.
-func TestServeGracefulShutdownUnderLoad(t *testing.T) {
-	w := setup(t, sqliteDB(t), "", 16)
-	s := startServer(t, "--db", w.db)
-	l := startLoad(t.Context(), t, s, w, 200)
-	l.waitReached(t)
-	s.stop(t)
-	l.wg.Wait()
-	s = startServer(t, "--db", w.db)
-	l.verify(t, s, w)
-}
-
-// TestServeKill9UnderLoad kills the server with SIGKILL during a load of
-// check-ins: the database opens cleanly afterwards and no acknowledged
-// check-in is lost.
-func TestServeKill9UnderLoad(t *testing.T) {
-	w := setup(t, sqliteDB(t), "", 32)
-	s := startServer(t, "--db", w.db)
-	l := startLoad(t.Context(), t, s, w, 500)
-	l.waitReached(t)
-	s.kill(t)
-	l.wg.Wait()
-	s = startServer(t, "--db", w.db)
-	l.verify(t, s, w)
-	// The database is whole: the admin command reads and writes it.
-	admin(t, w.db, "stream", "list")
-	admin(t, w.db, "person", "add", "--name", "after the kill")
+// TestServeUnderLoad stops the server during a load of check-ins, with
+// SIGTERM (it exits cleanly) or SIGKILL: either way the database opens
+// cleanly afterwards and every acknowledged check-in is stored.
+func TestServeUnderLoad(t *testing.T) {
+	for _, tc := range []struct {
+		name               string
+		streams, threshold int
+		stop               func(*server, testing.TB)
+	}{
+		{"GracefulShutdown", 16, 200, (*server).stop},
+		{"Kill9", 32, 500, (*server).kill},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := setup(t, sqliteDB(t), "", tc.streams)
+			s := startServer(t, "--db", w.db)
+			l := startLoad(t.Context(), t, s, w, tc.threshold)
+			l.waitReached(t)
+			tc.stop(s, t)
+			l.wg.Wait()
+			s = startServer(t, "--db", w.db)
+			l.verify(t, s, w)
+			// The database is whole: the admin command reads and writes it.
+			admin(t, w.db, "stream", "list")
+			admin(t, w.db, "person", "add", "--name", "after the stop")
+		})
+	}
 }
 
 // TestServeTwoInstancesPostgres runs two servers on one PostgreSQL schema:
@@ -181,7 +177,7 @@ func TestServeKill9UnderLoad(t *testing.T) {
 // refusal.
 func TestServeTwoInstancesPostgres(t *testing.T) {
 	dsn := testenv.PostgresDSN(t)
-	schema := pgSchema(t, dsn)
+	schema := pgtest.Schema(t, dsn, "ovlive_proc_")
 	w := setup(t, dsn, schema, 1)
 	a := startServer(t, "--db", dsn, "--db-schema", schema)
 	b := startServer(t, "--db", dsn, "--db-schema", schema)
@@ -204,24 +200,4 @@ func TestServeTwoInstancesPostgres(t *testing.T) {
 	if v := ownerView(t, c, a, w, stream); v.State != string(live.StateRefused) || v.Refusal == nil {
 		t.Fatalf("a sees %+v after b refused, want refused", v)
 	}
-}
-
-// pgSchema returns a fresh schema name, dropped when tb ends.
-func pgSchema(tb testing.TB, dsn string) string {
-	tb.Helper()
-	name := fmt.Sprintf("ovlive_proc_%d", time.Now().UnixNano())
-	tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			tb.Errorf("drop schema: %v", err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{name}.Sanitize()+" CASCADE"); err != nil {
-			tb.Errorf("drop schema: %v", err)
-		}
-	})
-	return name
 }

@@ -80,12 +80,7 @@ func scanCredential(r pgx.Row) (live.Credential, error) {
 		return c, err
 	}
 	c.Kind = live.CredentialKind(kind)
-	if svc != nil {
-		c.ServiceID = *svc
-	}
-	if per != nil {
-		c.PersonID = *per
-	}
+	c.ServiceID, c.PersonID = deref(svc), deref(per)
 	copy(c.Hash[:], hash)
 	c.CreatedAt = utc(c.CreatedAt)
 	c.ExpiresAt, c.RevokedAt = utcPtr(c.ExpiresAt), utcPtr(c.RevokedAt)

@@ -4,53 +4,21 @@ import (
 	"context"
 	"embed"
 	"fmt"
-	"io/fs"
-	"sort"
-	"strconv"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"openvibe.network/agentsandbox/live/internal/migrations"
 )
 
 //go:embed migrations/*.sql
-var migrations embed.FS
-
-// migration is one embedded schema change, NNN_name.sql.
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
-// loadMigrations returns the embedded migrations in version order.
-func loadMigrations() ([]migration, error) {
-	entries, err := fs.ReadDir(migrations, "migrations")
-	if err != nil {
-		return nil, err
-	}
-	var ms []migration
-	for _, e := range entries {
-		num, _, ok := strings.Cut(e.Name(), "_")
-		v, err := strconv.Atoi(num)
-		if !ok || err != nil {
-			return nil, fmt.Errorf("migration %s: name must be NNN_name.sql", e.Name())
-		}
-		b, err := migrations.ReadFile("migrations/" + e.Name())
-		if err != nil {
-			return nil, err
-		}
-		ms = append(ms, migration{version: v, name: e.Name(), sql: string(b)})
-	}
-	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
-	return ms, nil
-}
+var migrationFiles embed.FS
 
 // migrate creates schema (when set) and applies the migrations not applied
 // yet, in order, in one transaction that holds an advisory lock for the
 // schema, so instances starting together wait for each other.
 func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
-	ms, err := loadMigrations()
+	ms, err := migrations.Load(migrationFiles, "migrations")
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
@@ -72,14 +40,14 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 			return fmt.Errorf("migrate: %w", err)
 		}
 		for _, m := range ms {
-			if m.version <= current {
+			if m.Version <= current {
 				continue
 			}
-			if _, err := tx.Exec(ctx, m.sql); err != nil {
-				return fmt.Errorf("migrate %s: %w", m.name, err)
+			if _, err := tx.Exec(ctx, m.SQL); err != nil {
+				return fmt.Errorf("migrate %s: %w", m.Name, err)
 			}
-			if _, err := tx.Exec(ctx, "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", m.version, m.name); err != nil {
-				return fmt.Errorf("migrate %s: %w", m.name, err)
+			if _, err := tx.Exec(ctx, "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", m.Version, m.Name); err != nil {
+				return fmt.Errorf("migrate %s: %w", m.Name, err)
 			}
 		}
 		return nil

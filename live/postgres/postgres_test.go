@@ -2,10 +2,7 @@ package postgres_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,27 +11,14 @@ import (
 	"openvibe.network/agentsandbox/internal/testenv"
 	"openvibe.network/agentsandbox/live"
 	"openvibe.network/agentsandbox/live/postgres"
+	"openvibe.network/agentsandbox/live/postgres/pgtest"
 	"openvibe.network/agentsandbox/live/storetest"
 )
 
 // schema returns a fresh schema name, dropped when tb ends.
 func schema(tb testing.TB, dsn string) string {
 	tb.Helper()
-	name := "ovlive_test_" + hex.EncodeToString([]byte(rand.Text()[:8]))
-	tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			tb.Errorf("drop schema %s: %v", name, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{name}.Sanitize()+" CASCADE"); err != nil {
-			tb.Errorf("drop schema %s: %v", name, err)
-		}
-	})
-	return name
+	return pgtest.Schema(tb, dsn, "ovlive_test_")
 }
 
 func open(tb testing.TB, dsn, schema string) *postgres.Store {
@@ -49,17 +33,9 @@ func open(tb testing.TB, dsn, schema string) *postgres.Store {
 
 func TestStore(t *testing.T) {
 	dsn := testenv.PostgresDSN(t)
-	var mu sync.Mutex
-	schemas := map[*testing.T]string{} // one schema per test, reopened by the same test
-	storetest.Run(t, func(t *testing.T, _ func() time.Time) live.Store {
-		mu.Lock()
-		name, ok := schemas[t]
-		if !ok {
-			name = schema(t, dsn)
-			schemas[t] = name
-		}
-		mu.Unlock()
-		return open(t, dsn, name)
+	storetest.Run(t, func(t *testing.T) storetest.OpenFunc {
+		name := schema(t, dsn)
+		return func(func() time.Time) live.Store { return open(t, dsn, name) }
 	})
 }
 
@@ -156,33 +132,5 @@ func TestOpenBadSchema(t *testing.T) {
 // store.
 func BenchmarkAccept(b *testing.B) {
 	dsn := testenv.PostgresDSN(b)
-	ctx := b.Context()
-	s := open(b, dsn, schema(b, dsn))
-	p, err := s.CreatePerson(ctx, live.Person{Name: "Ada"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	sv, err := s.CreateService(ctx, live.Service{Name: "w"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	var streams []string
-	for range 100 {
-		st, err := s.CreateStream(ctx, live.Stream{OwnerID: p.ID})
-		if err != nil {
-			b.Fatal(err)
-		}
-		streams = append(streams, st.ID)
-	}
-	b.SetParallelism(32)
-	var n atomic.Int64
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			id := streams[n.Add(1)%int64(len(streams))]
-			if _, err := s.Accept(ctx, live.Registration{StreamID: id, Report: []byte(`{"a":1}`), ServiceID: sv.ID, SubjectID: p.ID}); err != nil {
-				b.Error(err)
-				return
-			}
-		}
-	})
+	storetest.BenchmarkAccept(b, open(b, dsn, schema(b, dsn)))
 }

@@ -93,6 +93,7 @@ func (s *Store) Worker(ctx context.Context, streamID string) (live.WorkerRecord,
 	return rec, nil
 }
 
+// deref returns *s, or "" for a NULL column.
 func deref(s *string) string {
 	if s == nil {
 		return ""

@@ -5,51 +5,19 @@ import (
 	"database/sql"
 	"embed"
 	"fmt"
-	"io/fs"
-	"sort"
-	"strconv"
-	"strings"
 	"time"
+
+	"openvibe.network/agentsandbox/live/internal/migrations"
 )
 
 //go:embed migrations/*.sql
-var migrations embed.FS
-
-// migration is one embedded schema change, NNN_name.sql.
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
-// loadMigrations returns the embedded migrations in version order.
-func loadMigrations() ([]migration, error) {
-	entries, err := fs.ReadDir(migrations, "migrations")
-	if err != nil {
-		return nil, err
-	}
-	var ms []migration
-	for _, e := range entries {
-		num, _, ok := strings.Cut(e.Name(), "_")
-		v, err := strconv.Atoi(num)
-		if !ok || err != nil {
-			return nil, fmt.Errorf("migration %s: name must be NNN_name.sql", e.Name())
-		}
-		b, err := migrations.ReadFile("migrations/" + e.Name())
-		if err != nil {
-			return nil, err
-		}
-		ms = append(ms, migration{version: v, name: e.Name(), sql: string(b)})
-	}
-	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
-	return ms, nil
-}
+var migrationFiles embed.FS
 
 // migrate applies the migrations that db has not applied yet, in order, in
 // one immediate transaction (so two processes opening one file at once
 // apply each migration once).
 func migrate(ctx context.Context, db *sql.DB) error {
-	ms, err := loadMigrations()
+	ms, err := migrations.Load(migrationFiles, "migrations")
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
@@ -67,15 +35,15 @@ func migrate(ctx context.Context, db *sql.DB) error {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	for _, m := range ms {
-		if m.version <= current {
+		if m.Version <= current {
 			continue
 		}
-		if _, err := tx.ExecContext(ctx, m.sql); err != nil {
-			return fmt.Errorf("migrate %s: %w", m.name, err)
+		if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
+			return fmt.Errorf("migrate %s: %w", m.Name, err)
 		}
 		if _, err := tx.ExecContext(ctx, "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
-			m.version, m.name, time.Now().UnixNano()); err != nil {
-			return fmt.Errorf("migrate %s: %w", m.name, err)
+			m.Version, m.Name, time.Now().UnixNano()); err != nil {
+			return fmt.Errorf("migrate %s: %w", m.Name, err)
 		}
 	}
 	if err := tx.Commit(); err != nil {

@@ -3,8 +3,6 @@ package sqlite_test
 import (
 	"os"
 	"path/filepath"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,21 +12,15 @@ import (
 )
 
 func TestStore(t *testing.T) {
-	var mu sync.Mutex
-	paths := map[*testing.T]string{} // one database per test, reopened by the same test
-	storetest.Run(t, func(t *testing.T, now func() time.Time) live.Store {
-		mu.Lock()
-		path, ok := paths[t]
-		if !ok {
-			path = filepath.Join(t.TempDir(), "live.db")
-			paths[t] = path
+	storetest.Run(t, func(t *testing.T) storetest.OpenFunc {
+		path := filepath.Join(t.TempDir(), "live.db")
+		return func(now func() time.Time) live.Store {
+			s, err := sqlite.Open(t.Context(), path, sqlite.Options{Now: now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
 		}
-		mu.Unlock()
-		s, err := sqlite.Open(t.Context(), path, sqlite.Options{Now: now})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
 	})
 }
 
@@ -100,31 +92,10 @@ func TestOpenBadPath(t *testing.T) {
 
 // BenchmarkAccept measures concurrent durable check-ins on one store.
 func BenchmarkAccept(b *testing.B) {
-	ctx := b.Context()
-	s, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "live.db"), sqlite.Options{})
+	s, err := sqlite.Open(b.Context(), filepath.Join(b.TempDir(), "live.db"), sqlite.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	p, _ := s.CreatePerson(ctx, live.Person{Name: "Ada"})
-	sv, _ := s.CreateService(ctx, live.Service{Name: "w"})
-	var streams []string
-	for range 100 {
-		st, err := s.CreateStream(ctx, live.Stream{OwnerID: p.ID})
-		if err != nil {
-			b.Fatal(err)
-		}
-		streams = append(streams, st.ID)
-	}
-	b.SetParallelism(32)
-	var n atomic.Int64
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			id := streams[n.Add(1)%int64(len(streams))]
-			if _, err := s.Accept(ctx, live.Registration{StreamID: id, Report: []byte(`{"a":1}`), ServiceID: sv.ID, SubjectID: p.ID}); err != nil {
-				b.Error(err)
-				return
-			}
-		}
-	})
+	storetest.BenchmarkAccept(b, s)
 }

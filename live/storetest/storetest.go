@@ -2,8 +2,9 @@
 // implementation runs (live/sqlite, live/postgres): the same cases, the same
 // expectations, so the two stores cannot drift apart.
 //
-// A store's _test.go calls Run with a function that opens the store on the
-// test's own database.
+// A store's _test.go calls Run with a function that makes a test's own
+// database and says how to open the store on it, and its benchmark calls
+// BenchmarkAccept, so the stores' figures compare.
 package storetest
 
 import (
@@ -17,16 +18,21 @@ import (
 	"openvibe.network/agentsandbox/live"
 )
 
-// OpenFunc opens the store under test on t's own database. Called again with
-// the same t (after the previous store was closed) it must open the same
-// database again, so the suite can check that data survives a reopen. The
-// store takes its receive times from now when it keeps its own clock (as
-// live/sqlite does); a store that uses its database's clock ignores now.
-// The suite closes every store it opens; Close must tolerate a second call.
-type OpenFunc func(t *testing.T, now func() time.Time) live.Store
+// OpenFunc opens the store under test on one database; it fails the test
+// that made the database when it cannot. The store takes its receive times
+// from now when it keeps its own clock (as live/sqlite does); a store that
+// uses its database's clock ignores now. The suite closes every store it
+// opens; Close must tolerate a second call.
+type OpenFunc func(now func() time.Time) live.Store
 
-// Run runs every conformance case against the store that open opens.
-func Run(t *testing.T, open OpenFunc) {
+// NewFunc makes a fresh, empty database for t and returns the OpenFunc that
+// opens the store on it. The suite calls that OpenFunc again (after closing
+// the previous store) to check that data survives a reopen.
+type NewFunc func(t *testing.T) OpenFunc
+
+// Run runs every conformance case, each on its own database that newDB
+// makes.
+func Run(t *testing.T, newDB NewFunc) {
 	for _, c := range []struct {
 		name string
 		run  func(*testing.T, *env)
@@ -48,7 +54,7 @@ func Run(t *testing.T, open OpenFunc) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			c.run(t, newEnv(t, open))
+			c.run(t, newEnv(t, newDB(t)))
 		})
 	}
 }
@@ -98,7 +104,7 @@ func (e *env) reopen() {
 			e.t.Fatalf("close store: %v", err)
 		}
 	}
-	s := e.open(e.t, e.clock.Now)
+	s := e.open(e.clock.Now)
 	e.t.Cleanup(func() { _ = s.Close() })
 	e.store = s
 }

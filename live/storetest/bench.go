@@ -1,0 +1,43 @@
+package storetest
+
+import (
+	"sync/atomic"
+	"testing"
+
+	"openvibe.network/agentsandbox/live"
+)
+
+// BenchmarkAccept measures concurrent check-ins on s, an open store on an
+// empty database: 32 goroutines per GOMAXPROCS accept reports for 100
+// streams in turn. Every store's benchmark runs it, so their figures compare.
+func BenchmarkAccept(b *testing.B, s live.Store) {
+	ctx := b.Context()
+	p, err := s.CreatePerson(ctx, live.Person{Name: "Ada"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	sv, err := s.CreateService(ctx, live.Service{Name: "w"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var streams []string
+	for range 100 {
+		st, err := s.CreateStream(ctx, live.Stream{OwnerID: p.ID})
+		if err != nil {
+			b.Fatal(err)
+		}
+		streams = append(streams, st.ID)
+	}
+	b.SetParallelism(32)
+	b.ResetTimer()
+	var n atomic.Int64
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			id := streams[n.Add(1)%int64(len(streams))]
+			if _, err := s.Accept(ctx, live.Registration{StreamID: id, Report: []byte(`{"a":1}`), ServiceID: sv.ID, SubjectID: p.ID}); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
