@@ -3,7 +3,6 @@ package httpapi
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -16,12 +15,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"openvibe.network/agentsandbox/internal/testenv"
 	"openvibe.network/agentsandbox/live"
 	"openvibe.network/agentsandbox/live/postgres"
+	"openvibe.network/agentsandbox/live/postgres/pgtest"
 	"openvibe.network/agentsandbox/live/sqlite"
 )
 
@@ -86,20 +85,7 @@ func openSQLite(tb testing.TB, now func() time.Time) live.Store {
 func openPostgres(tb testing.TB, _ func() time.Time) live.Store {
 	tb.Helper()
 	dsn := testenv.PostgresDSN(tb)
-	schema := "httpapi_test_" + strings.ToLower(rand.Text()[:12])
-	tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			tb.Errorf("drop schema %s: %v", schema, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
-			tb.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
+	schema := pgtest.Schema(tb, dsn, "httpapi_test_")
 	st, err := postgres.Open(context.Background(), dsn, postgres.Options{Schema: schema})
 	if err != nil {
 		tb.Fatalf("open postgres: %v", err)
