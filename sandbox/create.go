@@ -138,6 +138,9 @@ func (r *Runtime) Create(ctx context.Context, opts Options) (Info, error) {
 		return Info{}, errors.New("create sandbox: runtime is closed")
 	}
 	r.boxes[b.id] = b
+	// The time box counts from the moment the sandbox accepts commands, and
+	// ExpiresAt says exactly when its timer fires.
+	b.info.ExpiresAt = r.cfg.Now().Add(opts.TimeBox)
 	b.timer = time.AfterFunc(opts.TimeBox, func() { r.end(b.id, "time_box") })
 	r.mu.Unlock()
 	go r.watch(b)
@@ -166,7 +169,7 @@ func (r *Runtime) claim(opts Options) (*box, error) {
 			exited: make(chan struct{}), wiped: make(chan struct{}),
 			info: Info{
 				ID: id, Slot: s.index, HostUID: s.uid, Egress: opts.Egress,
-				CreatedAt: now, ExpiresAt: now.Add(opts.TimeBox), Limits: opts.Limits,
+				CreatedAt: now, Limits: opts.Limits,
 			},
 		}
 		s.box = b
