@@ -142,11 +142,17 @@ func (p *Proxy) Attach(ctx context.Context, id, socketPath string, uid int) (fun
 		return nil, fmt.Errorf("attach %s: %w", id, err)
 	}
 	ln.SetUnlinkOnClose(true)
+	// Attach runs before the sandbox starts, but never follow a symlink put
+	// in the socket's place anyway: change only the socket just made.
+	if fi, err := os.Lstat(socketPath); err != nil || fi.Mode()&os.ModeSocket == 0 {
+		_ = ln.Close()
+		return nil, fmt.Errorf("attach %s: %s is no longer the proxy's socket", id, socketPath)
+	}
 	if err := os.Chmod(socketPath, 0o600); err != nil {
 		_ = ln.Close()
 		return nil, fmt.Errorf("attach %s: %w", id, err)
 	}
-	if err := os.Chown(socketPath, uid, -1); err != nil {
+	if err := os.Lchown(socketPath, uid, -1); err != nil {
 		_ = ln.Close()
 		return nil, fmt.Errorf("attach %s: %w", id, err)
 	}
