@@ -176,10 +176,20 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// guardVerdicts asks g about every private target and returns a problem for
-// each one it does not refuse as private.
+// PortTargets are public addresses on ports other than 80 and 443: the
+// guard must refuse each for its port (the report's egress.ports), asked
+// without dialing.
+var PortTargets = []string{"1.1.1.1:22", "1.1.1.1:8080", "[2606:4700::1111]:25"}
+
+// guardVerdicts asks g about every private and port target and returns a
+// problem for each one it does not refuse for the right reason.
 func guardVerdicts(ctx context.Context, g Guard) []string {
 	var problems []string
+	for _, t := range PortTargets {
+		if v := g.Check(ctx, t); v.Allowed || v.Reason != egress.ReasonPort {
+			problems = append(problems, fmt.Sprintf("the egress guard does not refuse %s for its port (verdict %q)", t, v.Reason))
+		}
+	}
 	for _, t := range PrivateTargets {
 		v := g.Check(ctx, t)
 		switch {

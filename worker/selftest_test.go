@@ -229,6 +229,7 @@ func TestSelfTestFailsWhenBroken(t *testing.T) {
 		}, nil, false, []string{CheckEgressRefusesPrivate}, "egress is unavailable"},
 		{"NoEgress", func(*fakeBox) {}, nil, true, []string{CheckEgressRefusesPrivate}, "no egress proxy"},
 		{"GuardAllowsPrivate", func(*fakeBox) {}, allowAll{}, false, []string{CheckEgressRefusesPrivate}, "the egress guard allows 10.0.0.1:443"},
+		{"GuardAllowsOtherPorts", func(*fakeBox) {}, egress.NewGuard(egress.GuardConfig{Ports: []uint16{80, 443, 8080}}), false, []string{CheckEgressRefusesPrivate}, "the egress guard does not refuse 1.1.1.1:8080 for its port"},
 		{"EnvLeaks", func(f *fakeBox) { f.leakEnv = true }, nil, false, []string{CheckCleanEnv}, "canary variable"},
 		{"EnvNotRead", func(f *fakeBox) { f.edit = replace("environ_read", "environ_read 0") }, nil, false, []string{CheckCleanEnv}, "no /proc/*/environ"},
 		{"HostFilesMounted", func(f *fakeBox) { f.seeHost = true }, nil, false, []string{CheckNoHostFiles}, "/canary present"},
