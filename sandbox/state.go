@@ -20,6 +20,7 @@ func (r *Runtime) prepareDir() error {
 		return err
 	}
 	r.removeStale()
+	r.removeStaleGroups()
 	dir, err := os.MkdirTemp(r.cfg.StateDir, "rt-")
 	if err != nil {
 		return fmt.Errorf("state dir: %w", err)
@@ -212,6 +213,50 @@ func (r *Runtime) removeStale() {
 		}
 		r.log.Warn("removed the directory of a runtime that ended without closing", "dir", d)
 	}
+}
+
+// removeStaleGroups removes the cgroups that sandboxes of a crashed worker
+// left behind (their processes died by the parent-death signal, their
+// directories stay): groups older than staleAge with no process in them. A
+// live sandbox always has its init in its group, and a group still being set
+// up is younger than staleAge, so neither is touched.
+func (r *Runtime) removeStaleGroups() {
+	names, err := r.cg.Groups()
+	if err != nil {
+		r.log.Warn("cannot list cgroups to remove stale ones", "err", err)
+		return
+	}
+	for _, name := range names {
+		g, err := r.cg.Open(name)
+		if err != nil || !olderThan(g.Paths(), staleAge) {
+			continue
+		}
+		if pids, err := g.Pids(); err != nil || len(pids) > 0 {
+			continue
+		}
+		if err := g.Remove(); err != nil {
+			r.log.Warn("cannot remove the cgroup of a sandbox that ended without a wipe", "cgroup", name, "err", err)
+			continue
+		}
+		r.log.Warn("removed the cgroup of a sandbox that ended without a wipe", "cgroup", name)
+	}
+}
+
+// olderThan reports whether every existing path was last modified more than
+// age ago (and at least one exists).
+func olderThan(paths []string, age time.Duration) bool {
+	found := false
+	for _, p := range paths {
+		fi, err := os.Stat(p)
+		if err != nil {
+			continue
+		}
+		if time.Since(fi.ModTime()) < age {
+			return false
+		}
+		found = true
+	}
+	return found
 }
 
 func (r *Runtime) releaseSlots() {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"openvibe.network/agentsandbox/internal/testenv"
+	"openvibe.network/agentsandbox/sandbox/cgroup"
 )
 
 // TestWipeVerifies proves that the wipe's verification can fail: a process
@@ -153,5 +154,61 @@ func TestCloseWaitsForStart(t *testing.T) {
 	}
 	if len(att.attached) != 0 {
 		t.Fatalf("egress still attached after Close: %v", att.attached)
+	}
+}
+
+// TestRemoveStaleGroups proves that a new runtime removes an old, empty
+// cgroup left by a crashed worker, and keeps a young one and one that still
+// has a process.
+func TestRemoveStaleGroups(t *testing.T) {
+	testenv.RequireSandbox(t)
+	cg, err := cgroup.Detect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	suffix := strconv.Itoa(os.Getpid())
+	mk := func(name string, age time.Duration) *cgroup.Group {
+		g, err := cg.Create(name+suffix, cgroup.Limits{Pids: 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = g.Kill(context.Background())
+			_ = g.Remove()
+		})
+		then := time.Now().Add(-age)
+		for _, p := range g.Paths() {
+			if err := os.Chtimes(p, then, then); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return g
+	}
+	stale := mk("stale-", 2*staleAge)
+	young := mk("young-", 0)
+	busy := mk("busy-", 2*staleAge)
+	sleep := exec.Command("sleep", "60")
+	if err := sleep.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sleep.Process.Kill(); _ = sleep.Wait() })
+	if err := busy.Enter(sleep.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	newRuntime(t, Config{Capacity: 1})
+	for _, tc := range []struct {
+		name string
+		g    *cgroup.Group
+		want bool
+	}{
+		{"StaleRemoved", stale, false},
+		{"YoungKept", young, true},
+		{"BusyKept", busy, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.g.Exists(); got != tc.want {
+				t.Fatalf("exists = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
