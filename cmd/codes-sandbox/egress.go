@@ -19,6 +19,10 @@ const egressUsage = "usage: codes-sandbox egress check [--ports 80,443] HOST:POR
 
 // egressCmd dispatches the egress tools.
 func egressCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 1 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+		fmt.Fprintln(stderr, egressUsage)
+		return 0
+	}
 	if len(args) == 0 || args[0] != "check" {
 		fmt.Fprintln(stderr, egressUsage)
 		return 2
@@ -32,8 +36,8 @@ func egressCheck(ctx context.Context, args []string, resolver egress.Resolver, s
 	fs := flag.NewFlagSet("egress check", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	portList := fs.String("ports", "80,443", "allowed destination ports, comma-separated")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	if fs.NArg() != 1 {
 		fmt.Fprintln(stderr, egressUsage)

@@ -69,8 +69,22 @@ func TestEgressCheck(t *testing.T) {
 }
 
 func TestEgressCmdUsage(t *testing.T) {
-	var out, errb bytes.Buffer
-	if code := egressCmd(context.Background(), []string{"nope"}, nil, &out, &errb); code != 2 || out.Len() != 0 || !strings.Contains(errb.String(), egressUsage) {
-		t.Fatalf("exit %d (stdout %q stderr %q), want 2 and the usage on stderr", code, out.String(), errb.String())
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"Unknown", []string{"nope"}, 2, egressUsage},
+		{"Help", []string{"--help"}, 0, egressUsage},
+		{"CheckHelp", []string{"check", "--help"}, 0, "-ports"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			code := egressCmd(context.Background(), tc.args, nil, &out, &errb)
+			if code != tc.code || out.Len() != 0 || !strings.Contains(errb.String(), tc.want) {
+				t.Fatalf("exit %d (stdout %q stderr %q), want %d and %q on stderr", code, out.String(), errb.String(), tc.code, tc.want)
+			}
+		})
 	}
 }
