@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"openvibe.network/agentsandbox/client"
+	"openvibe.network/agentsandbox/internal/cli"
 	"openvibe.network/agentsandbox/worker"
 )
 
@@ -200,7 +201,7 @@ func checkinCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr 
 		fmt.Fprintln(stderr, "Runs the self-test, builds the report and checks in once with each target; prints Live's answers.")
 		fs.PrintDefaults()
 	}
-	if code, ok := parseFlags(fs, args); !ok {
+	if code, ok := cli.ParseFlags(fs, args); !ok {
 		return code
 	}
 	if !*once || fs.NArg() != 0 {

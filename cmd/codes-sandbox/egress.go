@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"openvibe.network/agentsandbox/egress"
+	"openvibe.network/agentsandbox/internal/cli"
 )
 
 // egressUsage is the synopsis of the egress tools.
@@ -36,7 +37,7 @@ func egressCheck(ctx context.Context, args []string, resolver egress.Resolver, s
 	fs := flag.NewFlagSet("egress check", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	portList := fs.String("ports", "80,443", "allowed destination ports, comma-separated")
-	if code, ok := parseFlags(fs, args); !ok {
+	if code, ok := cli.ParseFlags(fs, args); !ok {
 		return code
 	}
 	if fs.NArg() != 1 {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 
+	"openvibe.network/agentsandbox/internal/cli"
 	"openvibe.network/agentsandbox/sandbox"
 )
 
@@ -51,7 +52,7 @@ func runCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	fs.IntVar(&o.Limits.Pids, "pids", sandbox.DefaultPids, "maximum number of processes")
 	fs.IntVar(&o.Limits.CPUPercent, "cpu-percent", sandbox.DefaultCPUPercent, "CPU limit in percent of one core")
 	fs.Var(env, "env", "K=V added to the command's environment (repeatable)")
-	if code, ok := parseFlags(fs, args); !ok {
+	if code, ok := cli.ParseFlags(fs, args); !ok {
 		return code
 	}
 	if fs.NArg() == 0 {

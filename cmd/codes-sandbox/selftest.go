@@ -15,6 +15,7 @@ import (
 	"text/tabwriter"
 
 	"openvibe.network/agentsandbox/egress"
+	"openvibe.network/agentsandbox/internal/cli"
 	"openvibe.network/agentsandbox/sandbox"
 	"openvibe.network/agentsandbox/worker"
 )
@@ -148,7 +149,7 @@ func selftestCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr
 		fmt.Fprintln(stderr, "Exit 0 only when every check passes.")
 		fs.PrintDefaults()
 	}
-	if code, ok := parseFlags(fs, args); !ok {
+	if code, ok := cli.ParseFlags(fs, args); !ok {
 		return code
 	}
 	if fs.NArg() != 0 {

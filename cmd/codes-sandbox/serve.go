@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"openvibe.network/agentsandbox/contract"
+	"openvibe.network/agentsandbox/internal/cli"
 	"openvibe.network/agentsandbox/sandbox"
 	"openvibe.network/agentsandbox/worker"
 	workerapi "openvibe.network/agentsandbox/worker/api"
@@ -55,7 +56,7 @@ func serveCmd(ctx context.Context, args []string, _ io.Reader, _, stderr io.Writ
 		fmt.Fprintln(stderr, "SIGINT/SIGTERM shut it down gracefully and wipe every sandbox. Logs are JSON on stderr.")
 		fs.PrintDefaults()
 	}
-	if code, ok := parseFlags(fs, args); !ok {
+	if code, ok := cli.ParseFlags(fs, args); !ok {
 		return code
 	}
 	if fs.NArg() != 0 {

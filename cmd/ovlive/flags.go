@@ -1,11 +1,12 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"strings"
+
+	"openvibe.network/agentsandbox/internal/cli"
 )
 
 // defaultDB is the store ovlive uses without --db.
@@ -45,12 +46,10 @@ func newFlags(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 // command should stop: 0 after --help, 2 on a usage error (already printed).
 // positional is how many arguments must follow the flags.
 func parse(fs *flag.FlagSet, args []string, positional int) (code int, ok bool) {
-	err := fs.Parse(args)
+	if code, ok := cli.ParseFlags(fs, args); !ok {
+		return code, false
+	}
 	switch {
-	case errors.Is(err, flag.ErrHelp):
-		return 0, false
-	case err != nil:
-		return 2, false
 	case fs.NArg() != positional:
 		if positional == 0 {
 			fmt.Fprintf(fs.Output(), "%s: unexpected arguments: %s\n", fs.Name(), strings.Join(fs.Args(), " "))
