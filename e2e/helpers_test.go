@@ -4,7 +4,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -19,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"openvibe.network/agentsandbox/internal/syncbuf"
 	"openvibe.network/agentsandbox/internal/testenv"
 )
 
@@ -64,27 +64,10 @@ func TestMain(m *testing.M) {
 // proc is a started program whose stderr is kept for the test's log.
 type proc struct {
 	cmd    *exec.Cmd
-	stderr *syncBuffer
+	stderr *syncbuf.Buffer
 	done   chan struct{}
 	err    error
 	start  time.Time
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // start runs bin with args; it is killed (if still running) at the end of the
@@ -97,7 +80,7 @@ func start(t *testing.T, bin string, args ...string) *proc {
 // startEnv is start with env added to the program's environment.
 func startEnv(t *testing.T, env []string, bin string, args ...string) *proc {
 	t.Helper()
-	p := &proc{cmd: exec.Command(bin, args...), stderr: &syncBuffer{}, done: make(chan struct{})}
+	p := &proc{cmd: exec.Command(bin, args...), stderr: &syncbuf.Buffer{}, done: make(chan struct{})}
 	p.cmd.Stderr = p.stderr
 	p.cmd.Env = append([]string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + t.TempDir()}, env...)
 	p.start = time.Now()

@@ -2,7 +2,6 @@ package egress
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -19,29 +18,13 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"openvibe.network/agentsandbox/internal/syncbuf"
 )
 
 // ioTimeout bounds every blocking step of a test; it is generous because
 // the machine is shared and loaded. It is a hang guard, never a measure.
 const ioTimeout = 30 * time.Second
-
-// syncBuffer is a log sink that tests read while the proxy writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // dialMap is an injected dial: it serves "public" addresses from loopback
 // listeners and records every address it is asked for.
@@ -91,7 +74,7 @@ type testProxy struct {
 	dial     *dialMap
 	resolver *fakeResolver
 	reg      *prometheus.Registry
-	logs     *syncBuffer
+	logs     *syncbuf.Buffer
 	detach   func()
 }
 
@@ -101,7 +84,7 @@ func newTestProxy(tb testing.TB, mod func(*ProxyConfig)) *testProxy {
 		dial:     &dialMap{to: map[netip.AddrPort]string{}},
 		resolver: testResolver(),
 		reg:      prometheus.NewRegistry(),
-		logs:     &syncBuffer{},
+		logs:     &syncbuf.Buffer{},
 	}
 	cfg := ProxyConfig{
 		Guard:      testGuard(tp.resolver),
@@ -212,4 +195,4 @@ func wantRefused(tb testing.TB, resp *http.Response, body string, status int, re
 	}
 }
 
-func newJSONLogger(w *syncBuffer) *slog.Logger { return slog.New(slog.NewJSONHandler(w, nil)) }
+func newJSONLogger(w *syncbuf.Buffer) *slog.Logger { return slog.New(slog.NewJSONHandler(w, nil)) }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"openvibe.network/agentsandbox/internal/syncbuf"
 	"openvibe.network/agentsandbox/internal/testenv"
 	"openvibe.network/agentsandbox/sandbox"
 )
@@ -57,7 +58,7 @@ func trap(tb testing.TB) (string, *atomic.Int32) {
 func TestInSandbox(t *testing.T) {
 	testenv.RequireSandbox(t)
 	curl := testenv.RequireBinary(t, "curl", "apt-get install -y curl")
-	tp := &testProxy{dial: &dialMap{to: map[netip.AddrPort]string{}}, resolver: testResolver(), logs: &syncBuffer{}}
+	tp := &testProxy{dial: &dialMap{to: map[netip.AddrPort]string{}}, resolver: testResolver(), logs: &syncbuf.Buffer{}}
 	tp.serveHTTP(t, publicV4, 80, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte("public page for " + r.Host))
 	}))

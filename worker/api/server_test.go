@@ -1,7 +1,6 @@
 package workerapi
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,10 +9,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"openvibe.network/agentsandbox/internal/syncbuf"
 	"openvibe.network/agentsandbox/sandbox"
 	"openvibe.network/agentsandbox/worker/api/apitest"
 )
@@ -23,35 +22,17 @@ const testToken = "tok-S3CRET-value"
 // The fake imitates the real runtime (see real_test.go) for these tests.
 var _ Runtime = (*apitest.Fake)(nil)
 
-// syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // testServer is a Server on a fake runtime behind httptest.
 type testServer struct {
 	fake *apitest.Fake
 	srv  *httptest.Server
-	logs *syncBuffer
+	logs *syncbuf.Buffer
 }
 
 // newTestServer starts a server on fake; mod adjusts the Config.
 func newTestServer(tb testing.TB, fake *apitest.Fake, mod func(*Config)) *testServer {
 	tb.Helper()
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	cfg := Config{Runtime: fake, Token: testToken, Logger: slog.New(slog.NewJSONHandler(logs, nil))}
 	if mod != nil {
 		mod(&cfg)
@@ -200,7 +181,7 @@ func (s slowCreate) Create(ctx context.Context, o sandbox.Options) (sandbox.Info
 func TestCreateAbandoned(t *testing.T) {
 	fake := apitest.NewFake(1)
 	rt := slowCreate{Fake: fake, entered: make(chan struct{})}
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	s, err := New(Config{Runtime: rt, Token: testToken, Logger: slog.New(slog.NewJSONHandler(logs, nil))})
 	if err != nil {
 		t.Fatal(err)
