@@ -11,12 +11,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"openvibe.network/agentsandbox/internal/fakeclock"
 	"openvibe.network/agentsandbox/internal/testenv"
 	"openvibe.network/agentsandbox/live"
 	"openvibe.network/agentsandbox/live/postgres"
@@ -26,24 +26,6 @@ import (
 
 // epoch is the tests' clock start.
 var epoch = time.Date(2030, 5, 6, 7, 8, 9, 0, time.UTC)
-
-// clock is a settable clock shared by the server and the store.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = t
-}
 
 // backend is a store implementation the tests run against.
 type backend struct {
@@ -98,7 +80,7 @@ func openPostgres(tb testing.TB, _ func() time.Time) live.Store {
 // answer table needs. secrets maps a credential's name to its secret.
 type fixture struct {
 	store    live.Store
-	clock    *clock
+	clock    *fakeclock.Clock
 	srv      *httptest.Server
 	handler  http.Handler
 	reg      *prometheus.Registry
@@ -118,7 +100,7 @@ type fixtureOptions struct {
 
 func newFixture(tb testing.TB, b backend, opts fixtureOptions) *fixture {
 	tb.Helper()
-	f := &fixture{clock: &clock{now: epoch}, reg: prometheus.NewRegistry(), secrets: map[string]string{}, services: map[string]string{}}
+	f := &fixture{clock: fakeclock.New(epoch), reg: prometheus.NewRegistry(), secrets: map[string]string{}, services: map[string]string{}}
 	if b.dbClock {
 		f.clock.Set(time.Now().UTC().Truncate(time.Second))
 	}

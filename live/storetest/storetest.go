@@ -11,10 +11,10 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"openvibe.network/agentsandbox/internal/fakeclock"
 	"openvibe.network/agentsandbox/live"
 )
 
@@ -63,35 +63,17 @@ func Run(t *testing.T, newDB NewFunc) {
 // taken from the database's clock cannot be mistaken for it.
 var fakeEpoch = time.Date(2031, 2, 3, 4, 5, 6, 123456789, time.UTC)
 
-// clock is a settable clock for the store under test.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 // env is one case's store, clock and context.
 type env struct {
 	t     *testing.T
 	open  OpenFunc
-	clock *clock
+	clock *fakeclock.Clock
 	store live.Store
 	ctx   context.Context
 }
 
 func newEnv(t *testing.T, open OpenFunc) *env {
-	e := &env{t: t, open: open, clock: &clock{now: fakeEpoch}, ctx: t.Context()}
+	e := &env{t: t, open: open, clock: fakeclock.New(fakeEpoch), ctx: t.Context()}
 	e.reopen()
 	return e
 }
