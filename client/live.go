@@ -15,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"openvibe.network/agentsandbox/contract"
+	"openvibe.network/agentsandbox"
 )
 
 // maxAnswerBytes bounds how much of Live's answer is read.
@@ -41,7 +41,7 @@ type CheckInAnswer struct {
 	State      string     `json:"state,omitempty"`
 	AliveUntil *time.Time `json:"alive_until,omitempty"`
 	// Errors are the contract violations of a 422.
-	Errors []contract.Error `json:"errors,omitempty"`
+	Errors []agentsandbox.ValidationError `json:"errors,omitempty"`
 	// Code and Message are the `{error: {code, message}}` of other refusals.
 	Code    string `json:"code,omitempty"`
 	Message string `json:"message,omitempty"`
@@ -149,10 +149,10 @@ func parseAnswer(status int, body []byte) CheckInAnswer {
 		a.Body = json.RawMessage(body)
 	}
 	var b struct {
-		Registered bool             `json:"registered"`
-		State      string           `json:"state"`
-		AliveUntil *time.Time       `json:"alive_until"`
-		Errors     []contract.Error `json:"errors"`
+		Registered bool                           `json:"registered"`
+		State      string                         `json:"state"`
+		AliveUntil *time.Time                     `json:"alive_until"`
+		Errors     []agentsandbox.ValidationError `json:"errors"`
 		Error      *struct {
 			Code    string `json:"code"`
 			Message string `json:"message"`

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"openvibe.network/agentsandbox"
 	"openvibe.network/agentsandbox/client"
 	"openvibe.network/agentsandbox/sandbox"
 	workerapi "openvibe.network/agentsandbox/worker/api"
@@ -46,13 +47,13 @@ func ctxT(tb testing.TB) context.Context {
 
 func TestWorkerRoundTrip(t *testing.T) {
 	fake := apitest.NewFake(1)
-	var gotReq sandbox.ExecRequest
-	fake.ExecFunc = func(_ context.Context, _ string, req sandbox.ExecRequest, stdout, stderr io.Writer) (sandbox.ExecResult, error) {
+	var gotReq agentsandbox.ExecRequest
+	fake.ExecFunc = func(_ context.Context, _ string, req agentsandbox.ExecRequest, stdout, stderr io.Writer) (agentsandbox.ExecResult, error) {
 		gotReq = req
 		fmt.Fprint(stdout, "out\n")
 		fmt.Fprint(stderr, "err\n")
 		stdout.Write(req.Stdin)
-		return sandbox.ExecResult{ExitCode: 3, Reason: "timeout"}, nil
+		return agentsandbox.ExecResult{ExitCode: 3, Reason: "timeout"}, nil
 	}
 	w := newWorker(t, fake, func(c *workerapi.Config) {
 		c.Status = func() workerapi.Status {
@@ -81,7 +82,7 @@ func TestWorkerRoundTrip(t *testing.T) {
 	if stdout.String() != "out\n\xff\x00z" || stderr.String() != "err\n" {
 		t.Fatalf("stdout %q stderr %q", stdout.String(), stderr.String())
 	}
-	wantReq := sandbox.ExecRequest{Argv: []string{"sh", "-c", "x"}, Env: map[string]string{"K": "v"}, Cwd: "sub", Stdin: stdin, Timeout: 2 * time.Second}
+	wantReq := agentsandbox.ExecRequest{Argv: []string{"sh", "-c", "x"}, Env: map[string]string{"K": "v"}, Cwd: "sub", Stdin: stdin, Timeout: 2 * time.Second}
 	if !reflect.DeepEqual(gotReq, wantReq) {
 		t.Fatalf("runtime got %+v, want %+v", gotReq, wantReq)
 	}
@@ -114,8 +115,8 @@ func TestWorkerErrors(t *testing.T) {
 	fake := apitest.NewFake(2)
 	fake.Leftovers = []string{"pid 7"}
 	info, _ := fake.Create(context.Background(), sandbox.Options{})
-	fake.ExecFunc = func(context.Context, string, sandbox.ExecRequest, io.Writer, io.Writer) (sandbox.ExecResult, error) {
-		return sandbox.ExecResult{}, sandbox.ErrNotFound
+	fake.ExecFunc = func(context.Context, string, agentsandbox.ExecRequest, io.Writer, io.Writer) (agentsandbox.ExecResult, error) {
+		return agentsandbox.ExecResult{}, sandbox.ErrNotFound
 	}
 	w := newWorker(t, fake, nil)
 	bad := client.NewWorker(strings.TrimSuffix(w2URL(t, fake), "/"), "wrong", nil)
@@ -187,16 +188,16 @@ func TestWorkerExecStream(t *testing.T) {
 	fake := apitest.NewFake(1)
 	release := make(chan struct{})
 	ended := make(chan error, 1)
-	fake.ExecFunc = func(ctx context.Context, _ string, _ sandbox.ExecRequest, stdout, stderr io.Writer) (sandbox.ExecResult, error) {
+	fake.ExecFunc = func(ctx context.Context, _ string, _ agentsandbox.ExecRequest, stdout, stderr io.Writer) (agentsandbox.ExecResult, error) {
 		fmt.Fprint(stdout, "one")
 		select {
 		case <-release:
 		case <-ctx.Done():
 			ended <- ctx.Err()
-			return sandbox.ExecResult{}, ctx.Err()
+			return agentsandbox.ExecResult{}, ctx.Err()
 		}
 		fmt.Fprint(stderr, "two")
-		return sandbox.ExecResult{}, nil
+		return agentsandbox.ExecResult{}, nil
 	}
 	w := newWorker(t, fake, nil)
 	id, _ := fake.Create(context.Background(), sandbox.Options{})

@@ -10,12 +10,13 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
+	"openvibe.network/agentsandbox"
 )
 
 // flatten appends the leaves of the engine's error tree to errs, each as ajv
 // reports it: instancePath and ajv's message. Inner nodes (the schema, a group
 // of errors at one place, allOf, $ref) carry no error of their own in ajv.
-func (v *validator) flatten(e *jsonschema.ValidationError, errs []Error) []Error {
+func (v *validator) flatten(e *jsonschema.ValidationError, errs []agentsandbox.ValidationError) []agentsandbox.ValidationError {
 	if len(e.Causes) > 0 {
 		for _, c := range e.Causes {
 			errs = v.flatten(c, errs)
@@ -25,11 +26,11 @@ func (v *validator) flatten(e *jsonschema.ValidationError, errs []Error) []Error
 	path := instancePath(e.InstanceLocation)
 	if r, ok := e.ErrorKind.(*kind.Required); ok {
 		for _, p := range r.Missing { // ajv: one error per missing property
-			errs = append(errs, Error{Path: path, Message: "must have required property '" + p + "'"})
+			errs = append(errs, agentsandbox.ValidationError{Path: path, Message: "must have required property '" + p + "'"})
 		}
 		return errs
 	}
-	return append(errs, Error{Path: path, Message: v.message(e)})
+	return append(errs, agentsandbox.ValidationError{Path: path, Message: v.message(e)})
 }
 
 // message is ajv 8's wording for the error kinds the contracts' keywords

@@ -18,10 +18,6 @@ import (
 	"sync"
 )
 
-// WorkerCheckInName is the name of the sandbox worker's check-in contract,
-// the body of POST /api/streams/agent/:id/plays/worker on Live.
-const WorkerCheckInName = "live.agent-sandbox-worker-request@1"
-
 // ErrUnknownContract is wrapped by the errors of Schema, Validate and
 // ValidateJSON when the contract name is not one of Names().
 var ErrUnknownContract = errors.New("unknown contract")

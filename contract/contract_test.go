@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"openvibe.network/agentsandbox"
 )
 
 // isolated is a valid isolation report; with returns a check-in holding it and
@@ -23,57 +25,57 @@ func with(fields string) string {
 // outside, independently of the golden corpus.
 func TestBoundaries(t *testing.T) {
 	astral := "\U0001F600"
-	ok := []Error{}
+	ok := []agentsandbox.ValidationError{}
 	tests := []struct {
 		name string
 		json string
-		want []Error
+		want []agentsandbox.ValidationError
 	}{
 		{"worker_id/64", with(`"worker_id":"` + strings.Repeat("a", 64) + `"`), ok},
-		{"worker_id/65", with(`"worker_id":"` + strings.Repeat("a", 65) + `"`), []Error{{"/worker_id", "must NOT have more than 64 characters"}}},
+		{"worker_id/65", with(`"worker_id":"` + strings.Repeat("a", 65) + `"`), []agentsandbox.ValidationError{{Path: "/worker_id", Message: "must NOT have more than 64 characters"}}},
 		{"service/64-astral", with(`"service":"` + strings.Repeat(astral, 64) + `"`), ok},
-		{"service/65-astral", with(`"service":"` + strings.Repeat(astral, 65) + `"`), []Error{{"/service", "must NOT have more than 64 characters"}}},
-		{"version/65", with(`"version":"` + strings.Repeat("v", 65) + `"`), []Error{{"/version", "must NOT have more than 64 characters"}}},
-		{"version/number", with(`"version":1`), []Error{{"/version", "must be string"}}},
-		{"ready/string", with(`"ready":"true"`), []Error{{"/ready", "must be boolean"}}},
+		{"service/65-astral", with(`"service":"` + strings.Repeat(astral, 65) + `"`), []agentsandbox.ValidationError{{Path: "/service", Message: "must NOT have more than 64 characters"}}},
+		{"version/65", with(`"version":"` + strings.Repeat("v", 65) + `"`), []agentsandbox.ValidationError{{Path: "/version", Message: "must NOT have more than 64 characters"}}},
+		{"version/number", with(`"version":1`), []agentsandbox.ValidationError{{Path: "/version", Message: "must be string"}}},
+		{"ready/string", with(`"ready":"true"`), []agentsandbox.ValidationError{{Path: "/ready", Message: "must be boolean"}}},
 		{"reasons/10", with(`"reasons":["a","a","a","a","a","a","a","a","a","a"]`), ok},
-		{"reasons/11", with(`"reasons":["a","a","a","a","a","a","a","a","a","a","a"]`), []Error{{"/reasons", "must NOT have more than 10 items"}}},
+		{"reasons/11", with(`"reasons":["a","a","a","a","a","a","a","a","a","a","a"]`), []agentsandbox.ValidationError{{Path: "/reasons", Message: "must NOT have more than 10 items"}}},
 		{"reasons/item-500", with(`"reasons":["` + strings.Repeat(astral, 500) + `"]`), ok},
-		{"reasons/item-501", with(`"reasons":["` + strings.Repeat("x", 501) + `"]`), []Error{{"/reasons/0", "must NOT have more than 500 characters"}}},
-		{"reasons/3-number", with(`"reasons":["a","b","c",4]`), []Error{{"/reasons/3", "must be string"}}},
-		{"checks/x", with(`"checks":{"x":"yes","y":true}`), []Error{{"/checks/x", "must be boolean"}}},
-		{"checks/escaped", with(`"checks":{"a/b~c":0}`), []Error{{"/checks/a~1b~0c", "must be boolean"}}},
-		{"checks/array", with(`"checks":[]`), []Error{{"/checks", "must be object"}}},
+		{"reasons/item-501", with(`"reasons":["` + strings.Repeat("x", 501) + `"]`), []agentsandbox.ValidationError{{Path: "/reasons/0", Message: "must NOT have more than 500 characters"}}},
+		{"reasons/3-number", with(`"reasons":["a","b","c",4]`), []agentsandbox.ValidationError{{Path: "/reasons/3", Message: "must be string"}}},
+		{"checks/x", with(`"checks":{"x":"yes","y":true}`), []agentsandbox.ValidationError{{Path: "/checks/x", Message: "must be boolean"}}},
+		{"checks/escaped", with(`"checks":{"a/b~c":0}`), []agentsandbox.ValidationError{{Path: "/checks/a~1b~0c", Message: "must be boolean"}}},
+		{"checks/array", with(`"checks":[]`), []agentsandbox.ValidationError{{Path: "/checks", Message: "must be object"}}},
 		{"checked_at/null", with(`"checked_at":null`), ok},
-		{"checked_at/number", with(`"checked_at":0`), []Error{{"/checked_at", "must be string,null"}}},
-		{"checked_at/bare-date", with(`"checked_at":"2026-11-07"`), []Error{{"/checked_at", `must match format "date-time"`}}},
-		{"at/null", with(`"at":null`), []Error{{"/at", "must be string"}}},
+		{"checked_at/number", with(`"checked_at":0`), []agentsandbox.ValidationError{{Path: "/checked_at", Message: "must be string,null"}}},
+		{"checked_at/bare-date", with(`"checked_at":"2026-11-07"`), []agentsandbox.ValidationError{{Path: "/checked_at", Message: `must match format "date-time"`}}},
+		{"at/null", with(`"at":null`), []agentsandbox.ValidationError{{Path: "/at", Message: "must be string"}}},
 		{"at/leap-second", with(`"at":"2016-12-31T23:59:60Z"`), ok},
-		{"at/hour-25", with(`"at":"2026-11-07T25:00:00Z"`), []Error{{"/at", `must match format "date-time"`}}},
-		{"browser/number", with(`"browser":1`), []Error{{"/browser", "must be boolean"}}},
+		{"at/hour-25", with(`"at":"2026-11-07T25:00:00Z"`), []agentsandbox.ValidationError{{Path: "/at", Message: `must match format "date-time"`}}},
+		{"browser/number", with(`"browser":1`), []agentsandbox.ValidationError{{Path: "/browser", Message: "must be boolean"}}},
 		{"capacity/1", with(`"capacity":1`), ok},
-		{"capacity/0", with(`"capacity":0`), []Error{{"/capacity", "must be >= 1"}}},
+		{"capacity/0", with(`"capacity":0`), []agentsandbox.ValidationError{{Path: "/capacity", Message: "must be >= 1"}}},
 		{"capacity/2.0", with(`"capacity":2.0`), ok},
-		{"capacity/1.5", with(`"capacity":1.5`), []Error{{"/capacity", "must be integer"}}},
-		{"capacity/0.5", with(`"capacity":0.5`), []Error{{"/capacity", "must be >= 1"}, {"/capacity", "must be integer"}}},
+		{"capacity/1.5", with(`"capacity":1.5`), []agentsandbox.ValidationError{{Path: "/capacity", Message: "must be integer"}}},
+		{"capacity/0.5", with(`"capacity":0.5`), []agentsandbox.ValidationError{{Path: "/capacity", Message: "must be >= 1"}, {Path: "/capacity", Message: "must be integer"}}},
 		{"active/0", with(`"active":0`), ok},
-		{"active/-1", with(`"active":-1`), []Error{{"/active", "must be >= 0"}}},
-		{"active/string", with(`"active":"0"`), []Error{{"/active", "must be integer"}}},
-		{"isolation/missing", `{"worker_id":"w"}`, []Error{{"", "must have required property 'isolation'"}}},
-		{"isolation/array", `{"isolation":[]}`, []Error{{"/isolation", "must be object"}}},
+		{"active/-1", with(`"active":-1`), []agentsandbox.ValidationError{{Path: "/active", Message: "must be >= 0"}}},
+		{"active/string", with(`"active":"0"`), []agentsandbox.ValidationError{{Path: "/active", Message: "must be integer"}}},
+		{"isolation/missing", `{"worker_id":"w"}`, []agentsandbox.ValidationError{{Path: "", Message: "must have required property 'isolation'"}}},
+		{"isolation/array", `{"isolation":[]}`, []agentsandbox.ValidationError{{Path: "/isolation", Message: "must be object"}}},
 		{"isolation/no-profile", `{"isolation":{"host_network":false,"credentials":false,"egress_proxy":true,"workspace":"ephemeral"}}`,
-			[]Error{{"/isolation", "must have required property 'profile'"}}},
+			[]agentsandbox.ValidationError{{Path: "/isolation", Message: "must have required property 'profile'"}}},
 		{"isolation/workspace", `{"isolation":{"host_network":false,"credentials":false,"profile":false,"egress_proxy":true,"workspace":"disk"}}`,
-			[]Error{{"/isolation/workspace", "must be equal to constant"}}},
+			[]agentsandbox.ValidationError{{Path: "/isolation/workspace", Message: "must be equal to constant"}}},
 		{"isolation/egress-proxy-string", `{"isolation":{"host_network":false,"credentials":false,"profile":false,"egress_proxy":"true","workspace":"ephemeral"}}`,
-			[]Error{{"/isolation/egress_proxy", "must be equal to constant"}}},
+			[]agentsandbox.ValidationError{{Path: "/isolation/egress_proxy", Message: "must be equal to constant"}}},
 		{"isolation/extra-keys", `{"isolation":{"host_network":false,"credentials":false,"profile":false,"egress_proxy":true,"workspace":"ephemeral","seccomp":"yes"}}`, ok},
 		{"top-level/unknown", with(`"whatever":{"x":[1]}`), ok},
-		{"root/array", `[]`, []Error{{"", "must be object"}}},
+		{"root/array", `[]`, []agentsandbox.ValidationError{{Path: "", Message: "must be object"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := ValidateJSON(WorkerCheckInName, []byte(tt.json))
+			got, err := ValidateJSON(agentsandbox.WorkerCheckInContract, []byte(tt.json))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -93,35 +95,35 @@ func TestValidateValues(t *testing.T) {
 		value any
 		want  Result
 	}{
-		{"decoded", decoded, Result{Valid: true, Errors: []Error{}}},
+		{"decoded", decoded, Result{Valid: true, Errors: []agentsandbox.ValidationError{}}},
 		{"go-struct", struct {
 			Isolation map[string]any `json:"isolation"`
 			Capacity  int            `json:"capacity"`
 		}{map[string]any{"host_network": false, "credentials": false, "profile": false, "egress_proxy": true, "workspace": "ephemeral"}, 0},
-			Result{Errors: []Error{{"/capacity", "must be >= 1"}}}},
-		{"map-with-go-ints", map[string]any{"active": -2, "isolation": map[string]any{}}, Result{Errors: []Error{
-			{"/active", "must be >= 0"},
-			{"/isolation", "must have required property 'credentials'"},
-			{"/isolation", "must have required property 'egress_proxy'"},
-			{"/isolation", "must have required property 'host_network'"},
-			{"/isolation", "must have required property 'profile'"},
-			{"/isolation", "must have required property 'workspace'"},
+			Result{Errors: []agentsandbox.ValidationError{{Path: "/capacity", Message: "must be >= 1"}}}},
+		{"map-with-go-ints", map[string]any{"active": -2, "isolation": map[string]any{}}, Result{Errors: []agentsandbox.ValidationError{
+			{Path: "/active", Message: "must be >= 0"},
+			{Path: "/isolation", Message: "must have required property 'credentials'"},
+			{Path: "/isolation", Message: "must have required property 'egress_proxy'"},
+			{Path: "/isolation", Message: "must have required property 'host_network'"},
+			{Path: "/isolation", Message: "must have required property 'profile'"},
+			{Path: "/isolation", Message: "must have required property 'workspace'"},
 		}}},
-		{"json-number-2.0", map[string]any{"capacity": json.Number("2.0"), "isolation": mustDecode(t, isolatedJSON)}, Result{Valid: true, Errors: []Error{}}},
-		{"invalid-utf8-string", map[string]any{"worker_id": "\xff", "isolation": mustDecode(t, isolatedJSON)}, Result{Valid: true, Errors: []Error{}}},
-		{"nil", nil, Result{Errors: []Error{{"", "must be object"}}}},
-		{"typed-check-in", seedCheckIn(), Result{Valid: true, Errors: []Error{}}},
-		{"typed-check-in-unproven-fact", WorkerCheckIn{Isolation: factsOnly(Isolation{HostNetwork: ptr(false)})}, Result{Errors: []Error{
-			{"/isolation", "must have required property 'credentials'"},
-			{"/isolation", "must have required property 'egress_proxy'"},
-			{"/isolation", "must have required property 'profile'"},
-			{"/isolation", "must have required property 'workspace'"},
+		{"json-number-2.0", map[string]any{"capacity": json.Number("2.0"), "isolation": mustDecode(t, isolatedJSON)}, Result{Valid: true, Errors: []agentsandbox.ValidationError{}}},
+		{"invalid-utf8-string", map[string]any{"worker_id": "\xff", "isolation": mustDecode(t, isolatedJSON)}, Result{Valid: true, Errors: []agentsandbox.ValidationError{}}},
+		{"nil", nil, Result{Errors: []agentsandbox.ValidationError{{Path: "", Message: "must be object"}}}},
+		{"typed-check-in", seedCheckIn(), Result{Valid: true, Errors: []agentsandbox.ValidationError{}}},
+		{"typed-check-in-unproven-fact", agentsandbox.WorkerCheckIn{Isolation: factsOnly(agentsandbox.Isolation{HostNetwork: ptr(false)})}, Result{Errors: []agentsandbox.ValidationError{
+			{Path: "/isolation", Message: "must have required property 'credentials'"},
+			{Path: "/isolation", Message: "must have required property 'egress_proxy'"},
+			{Path: "/isolation", Message: "must have required property 'profile'"},
+			{Path: "/isolation", Message: "must have required property 'workspace'"},
 		}}},
-		{"raw-message", json.RawMessage(with(`"capacity":1.5`)), Result{Errors: []Error{{"/capacity", "must be integer"}}}},
+		{"raw-message", json.RawMessage(with(`"capacity":1.5`)), Result{Errors: []agentsandbox.ValidationError{{Path: "/capacity", Message: "must be integer"}}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := Validate(WorkerCheckInName, tt.value)
+			got, err := Validate(agentsandbox.WorkerCheckInContract, tt.value)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -148,9 +150,9 @@ func TestValidateErrors(t *testing.T) {
 		unknown  bool
 	}{
 		{"ErrUnknownContract", "live.agent-sandbox-worker-request@2", map[string]any{}, true},
-		{"ErrUnencodable", WorkerCheckInName, map[string]any{"c": make(chan int)}, false},
-		{"ErrNaN", WorkerCheckInName, []any{1.0, nanValue()}, false},
-		{"ErrNumberOutOfRange", WorkerCheckInName, json.Number("1e400"), false},
+		{"ErrUnencodable", agentsandbox.WorkerCheckInContract, map[string]any{"c": make(chan int)}, false},
+		{"ErrNaN", agentsandbox.WorkerCheckInContract, []any{1.0, nanValue()}, false},
+		{"ErrNumberOutOfRange", agentsandbox.WorkerCheckInContract, json.Number("1e400"), false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -179,14 +181,14 @@ func nanValue() float64 {
 // TestNamesAndSchema checks the catalogue and the embedded schema.
 func TestNamesAndSchema(t *testing.T) {
 	names := Names()
-	if len(names) != 1 || names[0] != WorkerCheckInName {
+	if len(names) != 1 || names[0] != agentsandbox.WorkerCheckInContract {
 		t.Fatalf("Names() = %v", names)
 	}
 	names[0] = "changed"
-	if Names()[0] != WorkerCheckInName {
+	if Names()[0] != agentsandbox.WorkerCheckInContract {
 		t.Error("Names() shares its slice with the caller")
 	}
-	data, err := Schema(WorkerCheckInName)
+	data, err := Schema(agentsandbox.WorkerCheckInContract)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +218,7 @@ func TestConcurrentValidate(t *testing.T) {
 				data, want = bad, false
 			}
 			for range 20 {
-				r, err := ValidateJSON(WorkerCheckInName, data)
+				r, err := ValidateJSON(agentsandbox.WorkerCheckInContract, data)
 				if err != nil || r.Valid != want {
 					errs <- "wrong verdict"
 					return

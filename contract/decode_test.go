@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"openvibe.network/agentsandbox"
 )
 
 func TestDecodeStrict(t *testing.T) {
@@ -59,9 +61,9 @@ func TestDecodeStrict(t *testing.T) {
 
 // TestValidateJSONNotWellFormed checks that refused text is a verdict, not an error.
 func TestValidateJSONNotWellFormed(t *testing.T) {
-	got, err := ValidateJSON(WorkerCheckInName, []byte(`{"isolation":{},"isolation":{}}`))
+	got, err := ValidateJSON(agentsandbox.WorkerCheckInContract, []byte(`{"isolation":{},"isolation":{}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	assertResult(t, got, Result{Errors: []Error{{"", `not well-formed JSON: duplicate key "isolation" at byte offset 16`}}})
+	assertResult(t, got, Result{Errors: []agentsandbox.ValidationError{{Path: "", Message: `not well-formed JSON: duplicate key "isolation" at byte offset 16`}}})
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"reflect"
 	"testing"
+
+	"openvibe.network/agentsandbox"
 )
 
 // FuzzValidateJSON: ValidateJSON never panics, never errs for a known
@@ -17,11 +19,11 @@ func FuzzValidateJSON(f *testing.F) {
 	f.Add([]byte(`{"a":1,"a":2}`))
 	f.Add([]byte("\xff"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		first, err := ValidateJSON(WorkerCheckInName, data)
+		first, err := ValidateJSON(agentsandbox.WorkerCheckInContract, data)
 		if err != nil {
 			t.Fatalf("error for a known contract: %v", err)
 		}
-		second, _ := ValidateJSON(WorkerCheckInName, data)
+		second, _ := ValidateJSON(agentsandbox.WorkerCheckInContract, data)
 		if !reflect.DeepEqual(first, second) {
 			t.Fatalf("not deterministic:\n%+v\n%+v", first, second)
 		}
@@ -43,7 +45,7 @@ func FuzzValidateJSON(f *testing.F) {
 // worker-check-in example, what Live does for each check-in.
 func BenchmarkParseValidate(b *testing.B) {
 	data := readSeed(b, "valid-worker-check-in")
-	if _, err := Validate(WorkerCheckInName, nil); err != nil { // compile outside the loop
+	if _, err := Validate(agentsandbox.WorkerCheckInContract, nil); err != nil { // compile outside the loop
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
@@ -53,7 +55,7 @@ func BenchmarkParseValidate(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		r, err := Validate(WorkerCheckInName, v)
+		r, err := Validate(agentsandbox.WorkerCheckInContract, v)
 		if err != nil || !r.Valid {
 			b.Fatalf("%+v %v", r, err)
 		}

@@ -7,16 +7,18 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"openvibe.network/agentsandbox"
 )
 
 // goldenCase is one case of testdata/golden/NAME.json; the verdicts come from
 // ajv (scripts/ajv-golden/golden.mjs).
 type goldenCase struct {
-	Name   string          `json:"name"`
-	Input  json.RawMessage `json:"input"`
-	Raw    *string         `json:"raw"`
-	Valid  bool            `json:"valid"`
-	Errors []Error         `json:"errors"`
+	Name   string                         `json:"name"`
+	Input  json.RawMessage                `json:"input"`
+	Raw    *string                        `json:"raw"`
+	Valid  bool                           `json:"valid"`
+	Errors []agentsandbox.ValidationError `json:"errors"`
 }
 
 // text is the case's input as JSON text, exactly as written in the file.
@@ -58,8 +60,8 @@ func loadGolden(tb testing.TB) map[string][]goldenCase {
 // TestGolden checks that the Go validator gives ajv's verdict on every case.
 func TestGolden(t *testing.T) {
 	all := loadGolden(t)
-	if len(all[WorkerCheckInName]) < 300 {
-		t.Fatalf("%d golden cases for %s, want the whole corpus", len(all[WorkerCheckInName]), WorkerCheckInName)
+	if len(all[agentsandbox.WorkerCheckInContract]) < 300 {
+		t.Fatalf("%d golden cases for %s, want the whole corpus", len(all[agentsandbox.WorkerCheckInContract]), agentsandbox.WorkerCheckInContract)
 	}
 	for name, cases := range all {
 		for _, c := range cases {
@@ -83,14 +85,14 @@ func TestSeedFixtures(t *testing.T) {
 		file string
 		want Result
 	}{
-		{"valid-isolation-only", Result{Valid: true, Errors: []Error{}}},
-		{"valid-worker-check-in", Result{Valid: true, Errors: []Error{}}},
-		{"rejected-no-profile-fact", Result{Errors: []Error{{"/isolation", "must have required property 'profile'"}}}},
-		{"rejected-not-host-isolated", Result{Errors: []Error{{"/isolation/host_network", "must be equal to constant"}}}},
+		{"valid-isolation-only", Result{Valid: true, Errors: []agentsandbox.ValidationError{}}},
+		{"valid-worker-check-in", Result{Valid: true, Errors: []agentsandbox.ValidationError{}}},
+		{"rejected-no-profile-fact", Result{Errors: []agentsandbox.ValidationError{{Path: "/isolation", Message: "must have required property 'profile'"}}}},
+		{"rejected-not-host-isolated", Result{Errors: []agentsandbox.ValidationError{{Path: "/isolation/host_network", Message: "must be equal to constant"}}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
-			got, err := ValidateJSON(WorkerCheckInName, readSeed(t, tt.file))
+			got, err := ValidateJSON(agentsandbox.WorkerCheckInContract, readSeed(t, tt.file))
 			if err != nil {
 				t.Fatal(err)
 			}

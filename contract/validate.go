@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"openvibe.network/agentsandbox"
 )
 
 // Validate checks value against the named contract. value is a decoded JSON
@@ -50,7 +51,7 @@ func ValidateJSON(name string, data []byte) (Result, error) {
 	}
 	doc, err := DecodeStrict(data)
 	if err != nil {
-		return Result{Errors: []Error{{Path: "", Message: "not well-formed JSON: " + err.Error()}}}, nil
+		return Result{Errors: []agentsandbox.ValidationError{{Path: "", Message: "not well-formed JSON: " + err.Error()}}}, nil
 	}
 	inst, err := normalize(doc)
 	if err != nil { // DecodeStrict refuses every number normalize would
@@ -200,13 +201,13 @@ func compile(data []byte) (*validator, error) {
 func (v *validator) check(inst any) Result {
 	err := v.schema.Validate(inst)
 	if err == nil {
-		return Result{Valid: true, Errors: []Error{}}
+		return Result{Valid: true, Errors: []agentsandbox.ValidationError{}}
 	}
 	verr, ok := err.(*jsonschema.ValidationError)
 	if !ok { // the engine returns only *ValidationError
-		return Result{Errors: []Error{{Message: err.Error()}}}
+		return Result{Errors: []agentsandbox.ValidationError{{Message: err.Error()}}}
 	}
-	var errs []Error
+	var errs []agentsandbox.ValidationError
 	errs = v.flatten(verr, errs)
 	slices.SortFunc(errs, compareErrors)
 	return Result{Valid: false, Errors: errs}
@@ -214,7 +215,7 @@ func (v *validator) check(inst any) Result {
 
 // compareErrors orders by path, then message, comparing UTF-16 code units as
 // JavaScript's < does, so that the order is the JS SDK's.
-func compareErrors(a, b Error) int {
+func compareErrors(a, b agentsandbox.ValidationError) int {
 	if c := compareUTF16(a.Path, b.Path); c != 0 {
 		return c
 	}

@@ -7,21 +7,23 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"openvibe.network/agentsandbox"
 )
 
 func ptr[T any](v T) *T { return &v }
 
 // seedCheckIn is the typed form of the seed's worker-check-in example.
-func seedCheckIn() WorkerCheckIn {
+func seedCheckIn() agentsandbox.WorkerCheckIn {
 	at := time.Date(2026, 11, 7, 13, 0, 0, 0, time.FixedZone("CET", 3600)) // 12:00 UTC
-	return WorkerCheckIn{
+	return agentsandbox.WorkerCheckIn{
 		WorkerID: "sbw-ovhost", Service: "codes-sandbox", Version: "0.7.0", Ready: ptr(true),
 		Checks: map[string]bool{
 			"network_namespace": true, "no_direct_egress": true, "egress_refuses_private": true, "clean_env": true,
 			"no_host_files": true, "no_capabilities": true, "seccomp": true, "limits": true, "wipe": true,
 		},
 		CheckedAt: &at,
-		Isolation: Isolation{
+		Isolation: agentsandbox.Isolation{
 			HostNetwork: ptr(false), Credentials: ptr(false), Profile: ptr(false), EgressProxy: ptr(true), Workspace: ptr("ephemeral"),
 			Extra: map[string]any{
 				"sandbox": "bubblewrap", "bubblewrap": "0.9.0", "user_namespace": true, "network_namespace": true,
@@ -45,14 +47,14 @@ func TestWorkerCheckInSeedExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := ValidateJSON(WorkerCheckInName, data)
+	r, err := ValidateJSON(agentsandbox.WorkerCheckInContract, data)
 	if err != nil || !r.Valid {
 		t.Fatalf("marshalled example does not validate: %+v %v\n%s", r, err, data)
 	}
 	if got, want := mustDecode(t, string(data)), mustDecode(t, string(readSeed(t, "valid-worker-check-in"))); !reflect.DeepEqual(got, want) {
 		t.Errorf("marshalled example differs from the seed's:\n%s", data)
 	}
-	var back WorkerCheckIn
+	var back agentsandbox.WorkerCheckIn
 	if err := json.Unmarshal(data, &back); err != nil {
 		t.Fatal(err)
 	}
@@ -71,14 +73,14 @@ func TestWorkerCheckInSeedExample(t *testing.T) {
 func TestWorkerCheckInMarshal(t *testing.T) {
 	tests := []struct {
 		name string
-		in   WorkerCheckIn
+		in   agentsandbox.WorkerCheckIn
 		want string
 	}{
-		{"OK/minimal-null-checked-at", WorkerCheckIn{Isolation: factsOnly(seedCheckIn().Isolation)},
+		{"OK/minimal-null-checked-at", agentsandbox.WorkerCheckIn{Isolation: factsOnly(seedCheckIn().Isolation)},
 			`{"checked_at":null,"isolation":{"credentials":false,"egress_proxy":true,"host_network":false,"profile":false,"workspace":"ephemeral"}}`},
-		{"OK/unproven-fact-left-out", WorkerCheckIn{Isolation: Isolation{HostNetwork: ptr(false), Extra: map[string]any{"seccomp": true}}, Capacity: ptr(1)},
+		{"OK/unproven-fact-left-out", agentsandbox.WorkerCheckIn{Isolation: agentsandbox.Isolation{HostNetwork: ptr(false), Extra: map[string]any{"seccomp": true}}, Capacity: ptr(1)},
 			`{"checked_at":null,"isolation":{"host_network":false,"seccomp":true},"capacity":1}`},
-		{"OK/time-utc-millis", WorkerCheckIn{At: ptr(time.Date(2026, 1, 2, 3, 4, 5, 678999999, time.FixedZone("x", -7200)))},
+		{"OK/time-utc-millis", agentsandbox.WorkerCheckIn{At: ptr(time.Date(2026, 1, 2, 3, 4, 5, 678999999, time.FixedZone("x", -7200)))},
 			`{"checked_at":null,"isolation":{},"at":"2026-01-02T05:04:05.678Z"}`},
 	}
 	for _, tt := range tests {
@@ -93,14 +95,14 @@ func TestWorkerCheckInMarshal(t *testing.T) {
 		})
 	}
 	t.Run("OK/unproven-fact-is-refused", func(t *testing.T) {
-		data, _ := json.Marshal(WorkerCheckIn{Isolation: Isolation{HostNetwork: ptr(false), Credentials: ptr(false), EgressProxy: ptr(true), Workspace: ptr("ephemeral")}})
-		r, err := ValidateJSON(WorkerCheckInName, data)
+		data, _ := json.Marshal(agentsandbox.WorkerCheckIn{Isolation: agentsandbox.Isolation{HostNetwork: ptr(false), Credentials: ptr(false), EgressProxy: ptr(true), Workspace: ptr("ephemeral")}})
+		r, err := ValidateJSON(agentsandbox.WorkerCheckInContract, data)
 		if err != nil || r.Valid || len(r.Errors) != 1 || r.Errors[0].Message != "must have required property 'profile'" {
 			t.Errorf("got %+v %v", r, err)
 		}
 	})
 	t.Run("ErrExtraShadowsFact", func(t *testing.T) {
-		_, err := json.Marshal(WorkerCheckIn{Isolation: Isolation{Extra: map[string]any{"profile": false}}})
+		_, err := json.Marshal(agentsandbox.WorkerCheckIn{Isolation: agentsandbox.Isolation{Extra: map[string]any{"profile": false}}})
 		if err == nil || !strings.Contains(err.Error(), `extra key "profile"`) {
 			t.Errorf("err %v, want the shadowing extra key named", err)
 		}
@@ -116,7 +118,7 @@ func TestWorkerCheckInUnmarshalErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var w WorkerCheckIn
+			var w agentsandbox.WorkerCheckIn
 			err := json.Unmarshal([]byte(tt.json), &w)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("err %v, want it to contain %q", err, tt.want)
@@ -126,7 +128,7 @@ func TestWorkerCheckInUnmarshalErrors(t *testing.T) {
 }
 
 // facts returns the isolation report without its extra keys.
-func factsOnly(iso Isolation) Isolation {
+func factsOnly(iso agentsandbox.Isolation) agentsandbox.Isolation {
 	iso.Extra = nil
 	return iso
 }

@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"openvibe.network/agentsandbox"
 	"openvibe.network/agentsandbox/client"
 	"openvibe.network/agentsandbox/live/httpapi"
 	"openvibe.network/agentsandbox/live/sqlite"
-	"openvibe.network/agentsandbox/worker"
 )
 
 // firstCheckInBound is how soon after the worker's start its first check-in
@@ -63,10 +63,10 @@ func TestWorkerChecksInAlive(t *testing.T) {
 	if err := json.Unmarshal(v.Report, &r); err != nil {
 		t.Fatal(err)
 	}
-	if !r.Ready || len(r.Checks) != len(worker.Checks) || r.Capacity != 2 {
+	if !r.Ready || len(r.Checks) != len(agentsandbox.Checks()) || r.Capacity != 2 {
 		t.Errorf("report ready=%v checks=%v capacity=%d", r.Ready, r.Checks, r.Capacity)
 	}
-	for _, c := range worker.Checks {
+	for _, c := range agentsandbox.Checks() {
 		if !r.Checks[c] {
 			t.Errorf("check %s is false", c)
 		}
@@ -225,7 +225,7 @@ func TestSelftestCommand(t *testing.T) {
 			if err := json.Unmarshal(out, &res); err != nil {
 				t.Fatalf("%v: %s", err, out)
 			}
-			if res.Passed != tc.passed || len(res.Checks) != len(worker.Checks) || res.CheckedAt.IsZero() || (len(res.Reasons) == 0) == !tc.passed {
+			if res.Passed != tc.passed || len(res.Checks) != len(agentsandbox.Checks()) || res.CheckedAt.IsZero() || (len(res.Reasons) == 0) == !tc.passed {
 				t.Errorf("result %+v", res)
 			}
 		})

@@ -17,6 +17,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"openvibe.network/agentsandbox"
 )
 
 // Reasons of a Verdict, and of the proxy's answers. They are stable: logs,
@@ -36,9 +38,6 @@ const (
 	ReasonUpstream     = "upstream-failed"    // the upstream answer was broken
 )
 
-// defaultPorts are the only ports allowed when GuardConfig.Ports is empty.
-var defaultPorts = []uint16{80, 443}
-
 // Resolver resolves a name to addresses; *net.Resolver implements it.
 type Resolver interface {
 	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
@@ -46,7 +45,8 @@ type Resolver interface {
 
 // GuardConfig configures a Guard.
 type GuardConfig struct {
-	// Ports are the allowed destination ports (default exactly 80 and 443).
+	// Ports are the allowed destination ports (default agentsandbox.EgressPorts:
+	// exactly 80 and 443).
 	Ports []uint16
 	// Resolver resolves names, once per check. Nil: names are refused with
 	// ReasonResolve (only literals pass); production passes net.DefaultResolver.
@@ -83,7 +83,7 @@ type Verdict struct {
 func NewGuard(cfg GuardConfig) *Guard {
 	ports := slices.Clone(cfg.Ports)
 	if len(ports) == 0 {
-		ports = slices.Clone(defaultPorts)
+		ports = agentsandbox.EgressPorts()
 	}
 	return &Guard{ports: ports, resolver: cfg.Resolver, self: slices.Clone(cfg.Self)}
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"openvibe.network/agentsandbox"
 	"openvibe.network/agentsandbox/internal/syncbuf"
 	"openvibe.network/agentsandbox/internal/testenv"
 	"openvibe.network/agentsandbox/sandbox"
@@ -91,7 +92,7 @@ func TestInSandbox(t *testing.T) {
 	t.Cleanup(func() { rt.Delete(context.Background(), info.ID) })
 	sh := func(script string) (string, int) {
 		var out, errb bytes.Buffer
-		res, err := rt.Exec(ctx, info.ID, sandbox.ExecRequest{Argv: []string{"/bin/sh", "-c", script}}, &out, &errb)
+		res, err := rt.Exec(ctx, info.ID, agentsandbox.ExecRequest{Argv: []string{"/bin/sh", "-c", script}}, &out, &errb)
 		if err != nil {
 			t.Fatalf("exec %q: %v", script, err)
 		}

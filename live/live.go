@@ -11,7 +11,7 @@ import (
 	"slices"
 	"time"
 
-	"openvibe.network/agentsandbox/contract"
+	"openvibe.network/agentsandbox"
 )
 
 // CapabilityRegister is the capability a service principal needs to check in
@@ -63,11 +63,11 @@ type Registration struct {
 // Refusal records a check-in that the contract refused: the stream is then
 // "not registered at all" and the owner sees why.
 type Refusal struct {
-	StreamID  string           `json:"stream_id"`
-	At        time.Time        `json:"at"`
-	ServiceID string           `json:"service_id"`
-	SubjectID string           `json:"subject_id"`
-	Errors    []contract.Error `json:"errors"`
+	StreamID  string                         `json:"stream_id"`
+	At        time.Time                      `json:"at"`
+	ServiceID string                         `json:"service_id"`
+	SubjectID string                         `json:"subject_id"`
+	Errors    []agentsandbox.ValidationError `json:"errors"`
 }
 
 // WorkerRecord is what the store knows about a stream's worker: the current

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"openvibe.network/agentsandbox"
 )
 
 func testSpec() BwrapSpec {
@@ -132,14 +134,14 @@ func TestResolve(t *testing.T) {
 		want    Options
 		wantErr string
 	}{
-		{"Defaults", Options{}, Options{TimeBox: DefaultTimeBox, Limits: Limits{MemoryMB: 2048, DiskMB: 512, Pids: 256, CPUPercent: 100}}, ""},
-		{"Given", Options{TimeBox: time.Minute, Limits: Limits{MemoryMB: 64, DiskMB: 8, Pids: 16, CPUPercent: 50}},
-			Options{TimeBox: time.Minute, Limits: Limits{MemoryMB: 64, DiskMB: 8, Pids: 16, CPUPercent: 50}}, ""},
-		{"MaxTimeBox", Options{TimeBox: MaxTimeBox}, Options{TimeBox: MaxTimeBox, Limits: Limits{MemoryMB: 2048, DiskMB: 512, Pids: 256, CPUPercent: 100}}, ""},
-		{"ErrTimeBoxLong", Options{TimeBox: MaxTimeBox + time.Second}, Options{}, "time box"},
+		{"Defaults", Options{}, Options{TimeBox: agentsandbox.DefaultTimeBox, Limits: agentsandbox.Limits{MemoryMB: 2048, DiskMB: 512, Pids: 256, CPUPercent: 100}}, ""},
+		{"Given", Options{TimeBox: time.Minute, Limits: agentsandbox.Limits{MemoryMB: 64, DiskMB: 8, Pids: 16, CPUPercent: 50}},
+			Options{TimeBox: time.Minute, Limits: agentsandbox.Limits{MemoryMB: 64, DiskMB: 8, Pids: 16, CPUPercent: 50}}, ""},
+		{"MaxTimeBox", Options{TimeBox: agentsandbox.MaxTimeBox}, Options{TimeBox: agentsandbox.MaxTimeBox, Limits: agentsandbox.Limits{MemoryMB: 2048, DiskMB: 512, Pids: 256, CPUPercent: 100}}, ""},
+		{"ErrTimeBoxLong", Options{TimeBox: agentsandbox.MaxTimeBox + time.Second}, Options{}, "time box"},
 		{"ErrTimeBoxNegative", Options{TimeBox: -time.Second}, Options{}, "time box"},
-		{"ErrPidsTooFew", Options{Limits: Limits{Pids: 8}}, Options{}, "at least 16"},
-		{"ErrMemoryTooSmall", Options{Limits: Limits{MemoryMB: 4}}, Options{}, "at least 16"},
+		{"ErrPidsTooFew", Options{Limits: agentsandbox.Limits{Pids: 8}}, Options{}, "at least 16"},
+		{"ErrMemoryTooSmall", Options{Limits: agentsandbox.Limits{MemoryMB: 4}}, Options{}, "at least 16"},
 		{"ErrEnvName", Options{Env: map[string]string{"": "x"}}, Options{}, "env"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"openvibe.network/agentsandbox"
 	"openvibe.network/agentsandbox/internal/testenv"
 )
 
@@ -71,7 +72,7 @@ func BenchmarkOneOff(b *testing.B) {
 func BenchmarkExecTrue(b *testing.B) {
 	rt := newRuntime(b, Config{Capacity: 1})
 	id := newBox(b, rt, Options{}).ID
-	req := ExecRequest{Argv: []string{"/bin/true"}}
+	req := agentsandbox.ExecRequest{Argv: []string{"/bin/true"}}
 	samples := make([]time.Duration, 0, b.N)
 	for b.Loop() {
 		start := time.Now()
@@ -149,7 +150,7 @@ func BenchmarkWipe(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := rt.Exec(context.Background(), info.ID, ExecRequest{Argv: []string{"/bin/true"}}, nil, nil); err != nil {
+		if _, err := rt.Exec(context.Background(), info.ID, agentsandbox.ExecRequest{Argv: []string{"/bin/true"}}, nil, nil); err != nil {
 			b.Fatal(err)
 		}
 		b.StartTimer()

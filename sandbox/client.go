@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	"openvibe.network/agentsandbox"
 )
 
 // Exec runs req in sandbox id with req.Stdin as its standard input,
@@ -22,24 +23,24 @@ import (
 // (req.Timeout), "time_box" or "deleted" (the sandbox ended), "memory" or
 // "pids". Errors: ErrNotFound; an invalid request (empty argv, a cwd outside
 // the workspace); ctx ended; a broken sandbox.
-func (r *Runtime) Exec(ctx context.Context, id string, req ExecRequest, stdout, stderr io.Writer) (ExecResult, error) {
+func (r *Runtime) Exec(ctx context.Context, id string, req agentsandbox.ExecRequest, stdout, stderr io.Writer) (agentsandbox.ExecResult, error) {
 	return r.ExecStream(ctx, id, req, bytes.NewReader(req.Stdin), stdout, stderr)
 }
 
 // ExecStream is Exec with standard input streamed from stdin (req.Stdin is
 // ignored); stdin may be nil for none. A stdin whose Read blocks may still
 // be read from, once, after ExecStream returned (as os/exec does).
-func (r *Runtime) ExecStream(ctx context.Context, id string, req ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (ExecResult, error) {
+func (r *Runtime) ExecStream(ctx context.Context, id string, req agentsandbox.ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (agentsandbox.ExecResult, error) {
 	b, err := r.get(id)
 	if err != nil {
-		return ExecResult{}, err
+		return agentsandbox.ExecResult{}, err
 	}
 	if len(req.Argv) == 0 {
-		return ExecResult{}, errors.New("exec: empty argv")
+		return agentsandbox.ExecResult{}, errors.New("exec: empty argv")
 	}
 	if req.Cwd != "" {
 		if _, err := workspaceRel(req.Cwd); err != nil {
-			return ExecResult{}, fmt.Errorf("exec: cwd %q: %w", req.Cwd, err)
+			return agentsandbox.ExecResult{}, fmt.Errorf("exec: cwd %q: %w", req.Cwd, err)
 		}
 	}
 	before, evErr := b.group.Events()
@@ -53,15 +54,15 @@ func (r *Runtime) ExecStream(ctx context.Context, id string, req ExecRequest, st
 	go func() { _ = copyFrames(fw, stdin) }()
 	done, err := readReply(c, map[byte]io.Writer{frameStdout: stdout, frameStderr: stderr})
 	if errors.Is(err, errOutput) {
-		return ExecResult{}, fmt.Errorf("exec: %w", err)
+		return agentsandbox.ExecResult{}, fmt.Errorf("exec: %w", err)
 	}
 	if err != nil {
 		return r.lost(ctx, b, err)
 	}
 	if done.Code != "" {
-		return ExecResult{}, fmt.Errorf("exec: %s", done.Error)
+		return agentsandbox.ExecResult{}, fmt.Errorf("exec: %s", done.Error)
 	}
-	res := ExecResult{ExitCode: done.ExitCode, Reason: done.Reason}
+	res := agentsandbox.ExecResult{ExitCode: done.ExitCode, Reason: done.Reason}
 	if res.Reason == "" && res.ExitCode != 0 && evErr == nil {
 		if after, err := b.group.Events(); err == nil {
 			switch {
@@ -77,14 +78,14 @@ func (r *Runtime) ExecStream(ctx context.Context, id string, req ExecRequest, st
 
 // lost explains a control connection that broke: the caller's ctx ended,
 // or the sandbox ended (its reason), or an error.
-func (r *Runtime) lost(ctx context.Context, b *box, err error) (ExecResult, error) {
+func (r *Runtime) lost(ctx context.Context, b *box, err error) (agentsandbox.ExecResult, error) {
 	if ctx.Err() != nil {
-		return ExecResult{}, fmt.Errorf("exec: %w", ctx.Err())
+		return agentsandbox.ExecResult{}, fmt.Errorf("exec: %w", ctx.Err())
 	}
 	select {
 	case <-b.wiped:
 	case <-time.After(2 * wipeTimeout):
-		return ExecResult{}, fmt.Errorf("exec: %w", err)
+		return agentsandbox.ExecResult{}, fmt.Errorf("exec: %w", err)
 	}
 	why := b.endReason()
 	if why == "" {
@@ -93,7 +94,7 @@ func (r *Runtime) lost(ctx context.Context, b *box, err error) (ExecResult, erro
 			why = "memory"
 		}
 	}
-	return ExecResult{ExitCode: 137, Reason: why}, nil
+	return agentsandbox.ExecResult{ExitCode: 137, Reason: why}, nil
 }
 
 // PutFile writes r to path (relative to /workspace; parents are created)

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"openvibe.network/agentsandbox"
 	"openvibe.network/agentsandbox/sandbox/cgroup"
 )
 
@@ -66,10 +67,10 @@ func (b *box) endReason() string {
 // resolve applies the defaults to o and validates it.
 func resolve(o Options) (Options, error) {
 	if o.TimeBox == 0 {
-		o.TimeBox = DefaultTimeBox
+		o.TimeBox = agentsandbox.DefaultTimeBox
 	}
-	if o.TimeBox < MinTimeBox || o.TimeBox > MaxTimeBox {
-		return o, fmt.Errorf("time box %v is not within %v..%v", o.TimeBox, MinTimeBox, MaxTimeBox)
+	if o.TimeBox < MinTimeBox || o.TimeBox > agentsandbox.MaxTimeBox {
+		return o, fmt.Errorf("time box %v is not within %v..%v", o.TimeBox, MinTimeBox, agentsandbox.MaxTimeBox)
 	}
 	l := &o.Limits
 	for _, f := range []struct {
@@ -77,10 +78,10 @@ func resolve(o Options) (Options, error) {
 		v    *int
 		def  int
 	}{
-		{"memory_mb", &l.MemoryMB, DefaultMemoryMB},
-		{"disk_mb", &l.DiskMB, DefaultDiskMB},
-		{"pids", &l.Pids, DefaultPids},
-		{"cpu_percent", &l.CPUPercent, DefaultCPUPercent},
+		{"memory_mb", &l.MemoryMB, agentsandbox.DefaultMemoryMB},
+		{"disk_mb", &l.DiskMB, agentsandbox.DefaultDiskMB},
+		{"pids", &l.Pids, agentsandbox.DefaultPids},
+		{"cpu_percent", &l.CPUPercent, agentsandbox.DefaultCPUPercent},
 	} {
 		if *f.v < 0 {
 			return o, fmt.Errorf("limit %s is %d; it must be positive (0 takes the default %d)", f.name, *f.v, f.def)

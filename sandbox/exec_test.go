@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"openvibe.network/agentsandbox"
 )
 
 // signalWriter reports on a channel once what was written contains want.
@@ -53,13 +55,13 @@ func TestExec(t *testing.T) {
 				pw.CloseWithError(ctx.Err())
 			}
 		}()
-		res, err := rt.ExecStream(ctx, id, ExecRequest{Argv: []string{"sh", "-c", "echo first; read x; echo second $x"}}, pr, out, io.Discard)
+		res, err := rt.ExecStream(ctx, id, agentsandbox.ExecRequest{Argv: []string{"sh", "-c", "echo first; read x; echo second $x"}}, pr, out, io.Discard)
 		if err != nil || res.ExitCode != 0 || out.buf.String() != "first\nsecond go\n" {
 			t.Fatalf("streaming: %v %+v %q", err, res, out.buf.String())
 		}
 	})
 	t.Run("Stdin", func(t *testing.T) {
-		r := run(t, rt, id, ExecRequest{Argv: []string{"cat"}, Stdin: []byte("abc")})
+		r := run(t, rt, id, agentsandbox.ExecRequest{Argv: []string{"cat"}, Stdin: []byte("abc")})
 		if r.stdout != "abc" {
 			t.Fatalf("stdout %q", r.stdout)
 		}
@@ -67,20 +69,20 @@ func TestExec(t *testing.T) {
 	t.Run("Cwd", func(t *testing.T) {
 		shOK(t, rt, id, "mkdir -p sub/dir")
 		for _, cwd := range []string{"sub/dir", "/workspace/sub/dir", "./sub/../sub/dir"} {
-			r := run(t, rt, id, ExecRequest{Argv: []string{"pwd"}, Cwd: cwd})
+			r := run(t, rt, id, agentsandbox.ExecRequest{Argv: []string{"pwd"}, Cwd: cwd})
 			if r.stdout != "/workspace/sub/dir\n" {
 				t.Errorf("cwd %q: pwd %q", cwd, r.stdout)
 			}
 		}
 		for _, cwd := range []string{"../etc", "/etc", "/workspace/../etc"} {
-			_, err := rt.Exec(context.Background(), id, ExecRequest{Argv: []string{"pwd"}, Cwd: cwd}, io.Discard, io.Discard)
+			_, err := rt.Exec(context.Background(), id, agentsandbox.ExecRequest{Argv: []string{"pwd"}, Cwd: cwd}, io.Discard, io.Discard)
 			if !errors.Is(err, ErrPath) {
 				t.Errorf("cwd %q: %v, want ErrPath", cwd, err)
 			}
 		}
 	})
 	t.Run("Env", func(t *testing.T) {
-		r := run(t, rt, id, ExecRequest{Argv: []string{"/usr/bin/env"}, Env: map[string]string{"FROM_REQUEST": "2"}})
+		r := run(t, rt, id, agentsandbox.ExecRequest{Argv: []string{"/usr/bin/env"}, Env: map[string]string{"FROM_REQUEST": "2"}})
 		got := strings.Split(strings.TrimSpace(r.stdout), "\n")
 		sort.Strings(got)
 		want := []string{"FROM_OPTIONS=1", "FROM_REQUEST=2", "HOME=/workspace", "LANG=C",
@@ -102,7 +104,7 @@ func TestExec(t *testing.T) {
 			{"NotExecutable", []string{"/etc/passwd"}, 126},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
-				if r := run(t, rt, id, ExecRequest{Argv: tc.argv}); r.ExitCode != tc.want || r.Reason != "" {
+				if r := run(t, rt, id, agentsandbox.ExecRequest{Argv: tc.argv}); r.ExitCode != tc.want || r.Reason != "" {
 					t.Fatalf("exit %d reason %q, want %d", r.ExitCode, r.Reason, tc.want)
 				}
 			})
@@ -114,7 +116,7 @@ func TestExec(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				r := run(t, rt, id, ExecRequest{Argv: []string{"sh", "-c", "echo $N; echo err >&2"}, Env: map[string]string{"N": string(rune('a' + i))}})
+				r := run(t, rt, id, agentsandbox.ExecRequest{Argv: []string{"sh", "-c", "echo $N; echo err >&2"}, Env: map[string]string{"N": string(rune('a' + i))}})
 				if r.stdout != string(rune('a'+i))+"\n" || r.stderr != "err\n" {
 					t.Errorf("exec %d: %q %q", i, r.stdout, r.stderr)
 				}
@@ -126,18 +128,18 @@ func TestExec(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		out := &signalWriter{want: "started", seen: make(chan struct{})}
 		go func() { <-out.seen; cancel() }()
-		_, err := rt.Exec(ctx, id, ExecRequest{Argv: []string{"sh", "-c", "echo started; exec sleep 60"}}, out, io.Discard)
+		_, err := rt.Exec(ctx, id, agentsandbox.ExecRequest{Argv: []string{"sh", "-c", "echo started; exec sleep 60"}}, out, io.Discard)
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("cancelled exec: %v", err)
 		}
 		// The init kills the group once it sees the connection close.
-		r := run(t, rt, id, ExecRequest{Argv: []string{"sh", "-c", "while pgrep -x sleep >/dev/null; do sleep 0.05; done; echo gone"}, Timeout: time.Minute})
+		r := run(t, rt, id, agentsandbox.ExecRequest{Argv: []string{"sh", "-c", "while pgrep -x sleep >/dev/null; do sleep 0.05; done; echo gone"}, Timeout: time.Minute})
 		if r.stdout != "gone\n" {
 			t.Fatalf("the cancelled command survived: %+v", r)
 		}
 	})
 	t.Run("UnknownSandbox", func(t *testing.T) {
-		if _, err := rt.Exec(context.Background(), "nope", ExecRequest{Argv: []string{"true"}}, nil, nil); !errors.Is(err, ErrNotFound) {
+		if _, err := rt.Exec(context.Background(), "nope", agentsandbox.ExecRequest{Argv: []string{"true"}}, nil, nil); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("Exec: %v", err)
 		}
 		if _, err := rt.Delete(context.Background(), "nope"); !errors.Is(err, ErrNotFound) {
@@ -178,10 +180,10 @@ func TestCreateValidates(t *testing.T) {
 	}{
 		{"TimeBoxTooLong", Options{TimeBox: 31 * time.Minute}, "time box"},
 		{"TimeBoxTooShort", Options{TimeBox: time.Millisecond}, "time box"},
-		{"NegativeMemory", Options{Limits: Limits{MemoryMB: -1}}, "memory_mb"},
-		{"NegativeDisk", Options{Limits: Limits{DiskMB: -1}}, "disk_mb"},
-		{"NegativePids", Options{Limits: Limits{Pids: -5}}, "pids"},
-		{"NegativeCPU", Options{Limits: Limits{CPUPercent: -1}}, "cpu_percent"},
+		{"NegativeMemory", Options{Limits: agentsandbox.Limits{MemoryMB: -1}}, "memory_mb"},
+		{"NegativeDisk", Options{Limits: agentsandbox.Limits{DiskMB: -1}}, "disk_mb"},
+		{"NegativePids", Options{Limits: agentsandbox.Limits{Pids: -5}}, "pids"},
+		{"NegativeCPU", Options{Limits: agentsandbox.Limits{CPUPercent: -1}}, "cpu_percent"},
 		{"BadEnv", Options{Env: map[string]string{"A=B": "x"}}, "env"},
 		{"EgressWithoutProxy", Options{Egress: true}, "egress"},
 	} {
@@ -233,7 +235,7 @@ func TestEgressBridge(t *testing.T) {
 	if !info.Egress || !att.attached[info.ID] {
 		t.Fatalf("info %+v, attached %v", info, att.attached)
 	}
-	r := run(t, rt, info.ID, ExecRequest{Argv: []string{"/bin/bash", "-c",
+	r := run(t, rt, info.ID, agentsandbox.ExecRequest{Argv: []string{"/bin/bash", "-c",
 		"echo $FAKE_BRIDGE $HTTP_PROXY; exec 3<>/dev/tcp/127.0.0.1/80; cat <&3; grep -E '^Cap(Inh|Eff|Prm|Bnd|Amb)' /proc/self/status | cut -f2 | sort -u"}})
 	if r.stdout != "up http://127.0.0.1:3128\nbridge\n0000000000000000\n" {
 		t.Fatalf("inside an egress sandbox: %q %q", r.stdout, r.stderr)

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"openvibe.network/agentsandbox"
 )
 
 func randomHex(tb testing.TB) string {
@@ -77,7 +79,7 @@ func TestIsolation(t *testing.T) {
 			{"/bin/bash", "-c", fmt.Sprintf("exec 3<>/dev/tcp/127.0.0.1/%d", port)},
 			{"python3", "-c", fmt.Sprintf("import socket; socket.create_connection(('127.0.0.1', %d), timeout=5)", port)},
 		} {
-			r := run(t, rt, id, ExecRequest{Argv: argv})
+			r := run(t, rt, id, agentsandbox.ExecRequest{Argv: argv})
 			if r.ExitCode == 0 {
 				t.Errorf("%q connected to the host's loopback listener", argv)
 			}
@@ -177,7 +179,7 @@ func TestIsolation(t *testing.T) {
 			if _, err := os.Stat(filepath.Join("/usr/bin", argv[0])); err != nil {
 				continue
 			}
-			if r := run(t, rt, id, ExecRequest{Argv: argv}); r.ExitCode != 0 {
+			if r := run(t, rt, id, agentsandbox.ExecRequest{Argv: argv}); r.ExitCode != 0 {
 				t.Errorf("%q: exit %d: %s", argv, r.ExitCode, r.stderr)
 			}
 		}

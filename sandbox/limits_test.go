@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"openvibe.network/agentsandbox"
 )
 
 // TestLimits proves that each limit ends what exceeds it, names the limit,
@@ -18,7 +20,7 @@ func TestLimits(t *testing.T) {
 	rt := newRuntime(t, Config{Capacity: 1})
 
 	t.Run("Pids", func(t *testing.T) {
-		info := newBox(t, rt, Options{Limits: Limits{Pids: 32}})
+		info := newBox(t, rt, Options{Limits: agentsandbox.Limits{Pids: 32}})
 		r := sh(t, rt, info.ID, "i=0; while [ $i -lt 200 ]; do sleep 60 & i=$((i+1)); done; wait")
 		if r.ExitCode == 0 || r.Reason != "pids" {
 			t.Fatalf("fork loop: exit %d reason %q, stderr %q", r.ExitCode, r.Reason, r.stderr)
@@ -39,8 +41,8 @@ func TestLimits(t *testing.T) {
 		}
 	})
 	t.Run("Memory", func(t *testing.T) {
-		info := newBox(t, rt, Options{Limits: Limits{MemoryMB: 64}})
-		r := run(t, rt, info.ID, ExecRequest{Argv: []string{"python3", "-c", "x = b'a' * (512 << 20); print('allocated')"}})
+		info := newBox(t, rt, Options{Limits: agentsandbox.Limits{MemoryMB: 64}})
+		r := run(t, rt, info.ID, agentsandbox.ExecRequest{Argv: []string{"python3", "-c", "x = b'a' * (512 << 20); print('allocated')"}})
 		if r.ExitCode != 137 || r.Reason != "memory" || strings.Contains(r.stdout, "allocated") {
 			t.Fatalf("allocation past the limit: exit %d reason %q stdout %q stderr %q", r.ExitCode, r.Reason, r.stdout, r.stderr)
 		}
@@ -49,7 +51,7 @@ func TestLimits(t *testing.T) {
 		}
 	})
 	t.Run("Disk", func(t *testing.T) {
-		info := newBox(t, rt, Options{Limits: Limits{DiskMB: 8}})
+		info := newBox(t, rt, Options{Limits: agentsandbox.Limits{DiskMB: 8}})
 		r := sh(t, rt, info.ID, "dd if=/dev/zero of=/workspace/big bs=1M count=32")
 		if r.ExitCode == 0 || !strings.Contains(r.stderr, "No space left on device") {
 			t.Fatalf("write past the disk cap: exit %d stderr %q", r.ExitCode, r.stderr)
@@ -63,7 +65,7 @@ func TestLimits(t *testing.T) {
 	})
 	t.Run("ExecTimeout", func(t *testing.T) {
 		info := newBox(t, rt, Options{})
-		r := run(t, rt, info.ID, ExecRequest{Argv: []string{"sh", "-c", "sleep 60 & sleep 60"}, Timeout: 300 * time.Millisecond})
+		r := run(t, rt, info.ID, agentsandbox.ExecRequest{Argv: []string{"sh", "-c", "sleep 60 & sleep 60"}, Timeout: 300 * time.Millisecond})
 		if r.ExitCode != 137 || r.Reason != "timeout" {
 			t.Fatalf("timeout: exit %d reason %q", r.ExitCode, r.Reason)
 		}
@@ -75,7 +77,7 @@ func TestLimits(t *testing.T) {
 		const box = 2 * time.Second
 		info := newBox(t, rt, Options{TimeBox: box})
 		start := time.Now()
-		r := run(t, rt, info.ID, ExecRequest{Argv: []string{"sleep", "60"}})
+		r := run(t, rt, info.ID, agentsandbox.ExecRequest{Argv: []string{"sleep", "60"}})
 		took := time.Since(start)
 		if r.ExitCode != 137 || r.Reason != "time_box" {
 			t.Fatalf("time box: exit %d reason %q", r.ExitCode, r.Reason)
@@ -83,7 +85,7 @@ func TestLimits(t *testing.T) {
 		if took < box-100*time.Millisecond || took > 40*time.Second {
 			t.Fatalf("the time box of %v ended the sleep after %v", box, took)
 		}
-		if _, err := rt.Exec(context.Background(), info.ID, ExecRequest{Argv: []string{"true"}}, nil, nil); !errors.Is(err, ErrNotFound) {
+		if _, err := rt.Exec(context.Background(), info.ID, agentsandbox.ExecRequest{Argv: []string{"true"}}, nil, nil); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("exec after the time box: %v, want ErrNotFound", err)
 		}
 		if rt.Active() != 0 {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	"openvibe.network/agentsandbox"
 	"openvibe.network/agentsandbox/internal/testenv"
 )
 
@@ -131,12 +132,12 @@ func mustBox(tb testing.TB, rt *Runtime, id string) *box {
 
 // result is one finished exec.
 type result struct {
-	ExecResult
+	agentsandbox.ExecResult
 	stdout, stderr string
 }
 
 // run execs argv in the sandbox and fails the test on an error.
-func run(tb testing.TB, rt *Runtime, id string, req ExecRequest) result {
+func run(tb testing.TB, rt *Runtime, id string, req agentsandbox.ExecRequest) result {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
@@ -151,7 +152,7 @@ func run(tb testing.TB, rt *Runtime, id string, req ExecRequest) result {
 // sh runs a shell script in the sandbox.
 func sh(tb testing.TB, rt *Runtime, id, script string) result {
 	tb.Helper()
-	return run(tb, rt, id, ExecRequest{Argv: []string{"/bin/sh", "-c", script}})
+	return run(tb, rt, id, agentsandbox.ExecRequest{Argv: []string{"/bin/sh", "-c", script}})
 }
 
 // shOK runs a script that must exit 0 and returns its stdout.

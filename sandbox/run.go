@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"openvibe.network/agentsandbox"
 )
 
 // directRun is the command and standard streams of a one-command sandbox.
@@ -26,19 +28,19 @@ type directRun struct {
 // Reason "deleted" with ctx's error. Errors: ErrCapacity; an invalid option
 // (egress is not available to a one-command sandbox); a failed start. A
 // Close waits for Run to end.
-func (r *Runtime) Run(ctx context.Context, opts Options, argv []string, stdin io.Reader, stdout, stderr io.Writer) (ExecResult, WipeReport, error) {
+func (r *Runtime) Run(ctx context.Context, opts Options, argv []string, stdin io.Reader, stdout, stderr io.Writer) (agentsandbox.ExecResult, WipeReport, error) {
 	opts, err := resolve(opts)
 	switch {
 	case err != nil:
-		return ExecResult{}, WipeReport{}, fmt.Errorf("run: %w", err)
+		return agentsandbox.ExecResult{}, WipeReport{}, fmt.Errorf("run: %w", err)
 	case opts.Egress:
-		return ExecResult{}, WipeReport{}, errors.New("run: egress is not available to a one-command sandbox")
+		return agentsandbox.ExecResult{}, WipeReport{}, errors.New("run: egress is not available to a one-command sandbox")
 	case len(argv) == 0 || argv[0] == "":
-		return ExecResult{}, WipeReport{}, errors.New("run: empty argv")
+		return agentsandbox.ExecResult{}, WipeReport{}, errors.New("run: empty argv")
 	}
 	b, err := r.claim(opts)
 	if err != nil {
-		return ExecResult{}, WipeReport{}, err
+		return agentsandbox.ExecResult{}, WipeReport{}, err
 	}
 	b.direct = &directRun{argv: argv, stdin: stdin, stdout: stdout, stderr: stderr}
 	sctx, cancel := context.WithTimeout(ctx, startTimeout)
@@ -46,7 +48,7 @@ func (r *Runtime) Run(ctx context.Context, opts Options, argv []string, stdin io
 	cancel()
 	if err != nil {
 		rep := r.wipe(b, "deleted")
-		return ExecResult{}, rep, fmt.Errorf("run: %w", err)
+		return agentsandbox.ExecResult{}, rep, fmt.Errorf("run: %w", err)
 	}
 	timer := time.NewTimer(opts.TimeBox)
 	defer timer.Stop()
@@ -58,9 +60,9 @@ func (r *Runtime) Run(ctx context.Context, opts Options, argv []string, stdin io
 	case <-ctx.Done():
 		why = "deleted"
 	}
-	var res ExecResult
+	var res agentsandbox.ExecResult
 	if why == "" {
-		res = ExecResult{ExitCode: exitStatus(b.cmd.ProcessState)}
+		res = agentsandbox.ExecResult{ExitCode: exitStatus(b.cmd.ProcessState)}
 		if ev, err := b.group.Events(); err == nil && res.ExitCode != 0 {
 			switch {
 			case ev.OOMKills > 0:
@@ -72,7 +74,7 @@ func (r *Runtime) Run(ctx context.Context, opts Options, argv []string, stdin io
 	}
 	rep := r.wipe(b, cmp.Or(why, "exited"))
 	if why != "" {
-		res = ExecResult{ExitCode: exitStatus(b.cmd.ProcessState), Reason: why}
+		res = agentsandbox.ExecResult{ExitCode: exitStatus(b.cmd.ProcessState), Reason: why}
 	}
 	if why == "deleted" {
 		return res, rep, fmt.Errorf("run: %w", ctx.Err())

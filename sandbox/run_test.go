@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"openvibe.network/agentsandbox"
 )
 
 // TestRun covers the one-command sandbox of `codes-sandbox run`: the same
@@ -29,8 +31,8 @@ func TestRun(t *testing.T) {
 		{name: "Env", opts: Options{Env: map[string]string{"A": "b"}}, argv: []string{"sh", "-c", "env | sort"},
 			wantOut: "A=b\nHOME=/workspace\nLANG=C.UTF-8\nPATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\nPWD=/workspace\nTERM=dumb\nUSER=sandbox\n"},
 		{name: "TimeBox", opts: Options{TimeBox: time.Second}, argv: []string{"sleep", "60"}, wantCode: 137, wantReason: "time_box"},
-		{name: "Memory", opts: Options{Limits: Limits{MemoryMB: 64}}, argv: []string{"python3", "-c", "x = b'a' * (512 << 20)"}, wantCode: 137, wantReason: "memory"},
-		{name: "Pids", opts: Options{Limits: Limits{Pids: 24}}, argv: []string{"sh", "-c", "i=0; while [ $i -lt 100 ]; do sleep 30 & i=$((i+1)); done; wait"}, wantCode: 2, wantReason: "pids"},
+		{name: "Memory", opts: Options{Limits: agentsandbox.Limits{MemoryMB: 64}}, argv: []string{"python3", "-c", "x = b'a' * (512 << 20)"}, wantCode: 137, wantReason: "memory"},
+		{name: "Pids", opts: Options{Limits: agentsandbox.Limits{Pids: 24}}, argv: []string{"sh", "-c", "i=0; while [ $i -lt 100 ]; do sleep 30 & i=$((i+1)); done; wait"}, wantCode: 2, wantReason: "pids"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)

@@ -15,31 +15,15 @@ import (
 	"context"
 	"errors"
 	"time"
-)
 
-// Limits of a sandbox; zero fields take the defaults.
-type Limits struct {
-	MemoryMB   int `json:"memory_mb"`   // default 2048, tmpfs included
-	DiskMB     int `json:"disk_mb"`     // workspace tmpfs size, default 512
-	Pids       int `json:"pids"`        // default 256
-	CPUPercent int `json:"cpu_percent"` // percent of one core, default 100
-}
-
-// Defaults of Options.
-const (
-	DefaultTimeBox    = 5 * time.Minute
-	MaxTimeBox        = 30 * time.Minute
-	DefaultMemoryMB   = 2048
-	DefaultDiskMB     = 512
-	DefaultPids       = 256
-	DefaultCPUPercent = 100
+	"openvibe.network/agentsandbox"
 )
 
 // Options describe one sandbox. Zero fields take the defaults above.
 type Options struct {
 	// TimeBox is how long the sandbox lives (default 5 min, at most 30).
 	TimeBox time.Duration
-	Limits  Limits
+	Limits  agentsandbox.Limits
 	// Env is added to the allow-listed environment of every command.
 	Env map[string]string
 	// Egress gives the sandbox a way out through the worker's proxy (a unix
@@ -48,33 +32,13 @@ type Options struct {
 	Egress bool
 }
 
-// ExecRequest is one command to run in an existing sandbox.
-type ExecRequest struct {
-	Argv  []string          `json:"argv"`
-	Env   map[string]string `json:"env,omitempty"`
-	Cwd   string            `json:"cwd,omitempty"` // relative to /workspace, default /workspace
-	Stdin []byte            `json:"stdin,omitempty"`
-	// Timeout ends the command (not the sandbox); 0 means the time box.
-	Timeout time.Duration `json:"-"`
-}
-
-// ExecResult is how a command ended.
-type ExecResult struct {
-	ExitCode int `json:"exit_code"`
-	// Reason is set when a limit ended the command: "timeout" (the
-	// request's timeout), "time_box", "memory", "pids", "deleted" (the
-	// sandbox was deleted, or the caller went away), "exited" (the sandbox
-	// ended by itself); empty for a normal exit.
-	Reason string `json:"reason,omitempty"`
-}
-
 // Info describes a running sandbox.
 type Info struct {
-	ID        string    `json:"id"`
-	Slot      int       `json:"slot"`
-	CreatedAt time.Time `json:"created_at"`
-	ExpiresAt time.Time `json:"expires_at"`
-	Limits    Limits    `json:"limits"`
+	ID        string              `json:"id"`
+	Slot      int                 `json:"slot"`
+	CreatedAt time.Time           `json:"created_at"`
+	ExpiresAt time.Time           `json:"expires_at"`
+	Limits    agentsandbox.Limits `json:"limits"`
 	// HostUID is the unprivileged host uid (and gid) the sandbox's processes
 	// run as; never 0.
 	HostUID int `json:"host_uid"`

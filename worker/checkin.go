@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"openvibe.network/agentsandbox"
 	"openvibe.network/agentsandbox/client"
 	"openvibe.network/agentsandbox/contract"
 )
@@ -45,7 +46,7 @@ type CheckInConfig struct {
 	Targets []Target
 	// Report builds the report at time now (called once per check-in round
 	// of a target, so capacity/active are current).
-	Report func(now time.Time) contract.WorkerCheckIn
+	Report func(now time.Time) agentsandbox.WorkerCheckIn
 	// Interval between check-ins (default 20 s), varied by ±Jitter (default
 	// 0.2, i.e. ±20 %).
 	Interval time.Duration
@@ -159,13 +160,13 @@ func (c *CheckInConfig) next(failures int) time.Duration {
 // fails the contract is still sent (Live refuses it and the owner sees why)
 // and the violations are logged. It returns Live's answer, or an error when
 // the report cannot be encoded or no answer arrived.
-func CheckIn(ctx context.Context, t Target, report contract.WorkerCheckIn, log *slog.Logger) (client.CheckInAnswer, error) {
+func CheckIn(ctx context.Context, t Target, report agentsandbox.WorkerCheckIn, log *slog.Logger) (client.CheckInAnswer, error) {
 	log = log.With("live", t.LiveURL, "stream", t.Stream, "subject", t.Subject)
 	body, err := json.Marshal(report)
 	if err != nil {
 		return client.CheckInAnswer{}, fmt.Errorf("check in: encode report: %w", err)
 	}
-	if res, err := contract.ValidateJSON(contract.WorkerCheckInName, body); err != nil {
+	if res, err := contract.ValidateJSON(agentsandbox.WorkerCheckInContract, body); err != nil {
 		log.Error("check-in report not validated", "err", err)
 	} else if !res.Valid {
 		log.Warn("check-in report breaks the contract; sending it so the owner sees why", "errors", res.Errors)

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"openvibe.network/agentsandbox"
 	"openvibe.network/agentsandbox/client"
-	"openvibe.network/agentsandbox/contract"
 )
 
 // fakeLive answers check-ins with the statuses in order (the last repeats).
@@ -60,7 +60,7 @@ type loopRun struct {
 
 // runLoop runs the check-in loop against a fake Live until it has slept
 // rounds times, with a jitter source fixed at r.
-func runLoop(t *testing.T, statuses []int, rounds int, r float64, report func(time.Time) contract.WorkerCheckIn) loopRun {
+func runLoop(t *testing.T, statuses []int, rounds int, r float64, report func(time.Time) agentsandbox.WorkerCheckIn) loopRun {
 	t.Helper()
 	fl := &fakeLive{statuses: statuses}
 	srv := httptest.NewServer(fl)
@@ -96,7 +96,9 @@ func runLoop(t *testing.T, statuses []int, rounds int, r float64, report func(ti
 	return loopRun{waits: waits, logs: logs.String(), live: fl}
 }
 
-func goodReport(now time.Time) contract.WorkerCheckIn { return BuildReport(self, passed(), 2, 0, now) }
+func goodReport(now time.Time) agentsandbox.WorkerCheckIn {
+	return BuildReport(self, passed(), 2, 0, now)
+}
 
 func TestCheckInLoopInterval(t *testing.T) {
 	tests := []struct {
@@ -140,13 +142,15 @@ func TestCheckInLoopLogs(t *testing.T) {
 	tests := []struct {
 		name   string
 		status int
-		report func(time.Time) contract.WorkerCheckIn
+		report func(time.Time) agentsandbox.WorkerCheckIn
 		want   []string
 	}{
 		{"Refused422", 422, goodReport, []string{"refused by the contract", "must have required property 'profile'"}},
 		{"Forbidden", 403, goodReport, []string{"check the service token", "live.agent_sandbox.register"}},
 		{"Unauthorized", 401, goodReport, []string{"check the service token"}},
-		{"UnprovedSentAnyway", 422, func(now time.Time) contract.WorkerCheckIn { return BuildReport(self, failing(CheckWipe), 2, 0, now) },
+		{"UnprovedSentAnyway", 422, func(now time.Time) agentsandbox.WorkerCheckIn {
+			return BuildReport(self, failing(agentsandbox.CheckWipe), 2, 0, now)
+		},
 			[]string{"breaks the contract; sending it", "must have required property 'workspace'"}},
 	}
 	for _, tc := range tests {

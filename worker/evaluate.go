@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"openvibe.network/agentsandbox"
 )
 
 // evaluate turns what the self-test saw into a Result: each check passes
@@ -12,19 +14,19 @@ import (
 func evaluate(obs *observation) Result {
 	res := Result{Checks: map[string]bool{}, Reasons: []string{}}
 	judges := map[string]func(*observation) string{
-		CheckNetworkNamespace:     judgeNetworkNamespace,
-		CheckNoDirectEgress:       judgeDirectEgress,
-		CheckEgressRefusesPrivate: judgeEgress,
-		CheckCleanEnv:             judgeCleanEnv,
-		CheckNoHostFiles:          judgeHostFiles,
-		CheckNoCapabilities:       judgeCapabilities,
-		CheckSeccomp:              judgeSeccomp,
-		CheckLimits:               judgeLimits,
-		CheckWipe:                 judgeWipe,
+		agentsandbox.CheckNetworkNamespace:     judgeNetworkNamespace,
+		agentsandbox.CheckNoDirectEgress:       judgeDirectEgress,
+		agentsandbox.CheckEgressRefusesPrivate: judgeEgress,
+		agentsandbox.CheckCleanEnv:             judgeCleanEnv,
+		agentsandbox.CheckNoHostFiles:          judgeHostFiles,
+		agentsandbox.CheckNoCapabilities:       judgeCapabilities,
+		agentsandbox.CheckSeccomp:              judgeSeccomp,
+		agentsandbox.CheckLimits:               judgeLimits,
+		agentsandbox.CheckWipe:                 judgeWipe,
 	}
-	for _, c := range Checks {
+	for _, c := range agentsandbox.Checks() {
 		why := ""
-		if obs.setup != "" && c != CheckWipe {
+		if obs.setup != "" && c != agentsandbox.CheckWipe {
 			why = "the probe did not run: " + obs.setup
 		} else {
 			why = judges[c](obs)

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"openvibe.network/agentsandbox"
 	"openvibe.network/agentsandbox/sandbox"
 )
 
@@ -16,7 +17,7 @@ import (
 // (v2: memory.max, pids.max, cpu.max; v1: memory.limit_in_bytes, pids.max,
 // cpu.cfs_quota_us/cpu.cfs_period_us) and returns a problem for each limit
 // that is missing or differs from want.
-func checkCgroups(dirs []string, want sandbox.Limits) []string {
+func checkCgroups(dirs []string, want agentsandbox.Limits) []string {
 	if len(dirs) == 0 {
 		return []string{"the runtime names no cgroup for the sandbox"}
 	}

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"openvibe.network/agentsandbox"
 	"openvibe.network/agentsandbox/sandbox"
 )
 
@@ -31,7 +32,7 @@ type observation struct {
 	// output (stdout and stderr).
 	lines map[string][]string
 	out   string
-	exit  sandbox.ExecResult
+	exit  agentsandbox.ExecResult
 	// canaryEnv is the value the worker put in its own environment;
 	// canaryAddr the listener on the host's loopback and canaryConns the
 	// connections it accepted.
@@ -76,7 +77,7 @@ func observe(ctx context.Context, d Deps) *observation {
 	}
 	defer cleanup()
 
-	info, err := d.Sandboxes.Create(ctx, sandbox.Options{TimeBox: sandbox.DefaultTimeBox, Limits: ProbeLimits, Egress: d.Egress})
+	info, err := d.Sandboxes.Create(ctx, sandbox.Options{TimeBox: agentsandbox.DefaultTimeBox, Limits: ProbeLimits, Egress: d.Egress})
 	if err != nil {
 		obs.setup = fmt.Sprintf("cannot create the probe sandbox: %v", err)
 		obs.busy = errors.Is(err, sandbox.ErrCapacity)
@@ -102,7 +103,7 @@ func observe(ctx context.Context, d Deps) *observation {
 func runProbe(ctx context.Context, d Deps, info sandbox.Info, obs *observation, files []string) {
 	argv := append([]string{"/bin/bash", "-c", probeScript, "probe", obs.canaryAddr}, files...)
 	w := &lockedWriter{limit: maxProbeOutput}
-	res, err := d.Sandboxes.Exec(ctx, info.ID, sandbox.ExecRequest{Argv: argv, Timeout: probeTimeout}, w, w)
+	res, err := d.Sandboxes.Exec(ctx, info.ID, agentsandbox.ExecRequest{Argv: argv, Timeout: probeTimeout}, w, w)
 	switch {
 	case err != nil:
 		obs.setup = fmt.Sprintf("cannot run the probe in the sandbox: %v", err)

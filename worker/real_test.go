@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"openvibe.network/agentsandbox"
 	"openvibe.network/agentsandbox/egress"
 	"openvibe.network/agentsandbox/internal/testenv"
 	"openvibe.network/agentsandbox/sandbox"
@@ -85,11 +86,11 @@ func TestSelfTestRealWithoutEgress(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	res := SelfTest(ctx, d)
-	if res.Passed || res.Checks[CheckEgressRefusesPrivate] {
+	if res.Passed || res.Checks[agentsandbox.CheckEgressRefusesPrivate] {
 		t.Fatalf("self-test passed without egress: %+v", res)
 	}
-	for _, c := range Checks {
-		if c != CheckEgressRefusesPrivate && !res.Checks[c] {
+	for _, c := range agentsandbox.Checks() {
+		if c != agentsandbox.CheckEgressRefusesPrivate && !res.Checks[c] {
 			t.Errorf("check %s failed: %q", c, res.Reasons)
 		}
 	}

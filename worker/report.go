@@ -3,12 +3,11 @@ package worker
 import (
 	"time"
 
-	"openvibe.network/agentsandbox/contract"
-	"openvibe.network/agentsandbox/sandbox"
+	"openvibe.network/agentsandbox"
 )
 
 // Service is the worker implementation's name in its check-ins.
-const Service = "codes-sandbox"
+const Service = agentsandbox.ServiceCodesSandbox
 
 // Self is what the worker says of itself in its report, beside what the
 // self-test proved.
@@ -20,7 +19,7 @@ type Self struct {
 	Bubblewrap string
 	// Limits are the limits of the sandboxes the worker creates (zero fields
 	// take sandbox's defaults).
-	Limits sandbox.Limits
+	Limits agentsandbox.Limits
 	// Browser is true only when a headless browser was proved to start in a
 	// sandbox through the proxy.
 	Browser bool
@@ -32,8 +31,8 @@ type Self struct {
 // that prove it passed: a fact that was not proved is left out, so Live
 // refuses the report and the owner sees why. Reasons are capped to the
 // contract's 10 items of 500 characters.
-func BuildReport(self Self, last *Result, capacity, active int, now time.Time) contract.WorkerCheckIn {
-	r := contract.WorkerCheckIn{
+func BuildReport(self Self, last *Result, capacity, active int, now time.Time) agentsandbox.WorkerCheckIn {
+	r := agentsandbox.WorkerCheckIn{
 		WorkerID: truncate(self.WorkerID, 64), Service: Service, Version: truncate(self.Version, 64),
 		Capacity: &capacity, Active: &active, Browser: ptr(self.Browser), At: ptr(now),
 		Reasons: []string{},
@@ -59,7 +58,7 @@ func BuildReport(self Self, last *Result, capacity, active int, now time.Time) c
 }
 
 // isolation sets each fact and extra only when its checks passed.
-func isolation(self Self, ok map[string]bool, userNS bool) contract.Isolation {
+func isolation(self Self, ok map[string]bool, userNS bool) agentsandbox.Isolation {
 	all := func(checks ...string) bool {
 		for _, c := range checks {
 			if !ok[c] {
@@ -68,47 +67,47 @@ func isolation(self Self, ok map[string]bool, userNS bool) contract.Isolation {
 		}
 		return true
 	}
-	iso := contract.Isolation{Extra: map[string]any{"sandbox": "bubblewrap"}}
+	iso := agentsandbox.Isolation{Extra: map[string]any{"sandbox": "bubblewrap"}}
 	if self.Bubblewrap != "" {
 		iso.Extra["bubblewrap"] = self.Bubblewrap
 	}
 	if userNS {
 		iso.Extra["user_namespace"] = true
 	}
-	if all(CheckNetworkNamespace) {
+	if all(agentsandbox.CheckNetworkNamespace) {
 		iso.Extra["network_namespace"] = true
 	}
-	if all(CheckNetworkNamespace, CheckNoDirectEgress) {
+	if all(agentsandbox.CheckNetworkNamespace, agentsandbox.CheckNoDirectEgress) {
 		iso.HostNetwork = ptr(false)
 	}
-	if all(CheckCleanEnv, CheckNoHostFiles) {
+	if all(agentsandbox.CheckCleanEnv, agentsandbox.CheckNoHostFiles) {
 		iso.Credentials = ptr(false)
 		iso.Extra["host_credentials"] = "none"
 	}
-	if all(CheckNoHostFiles) {
+	if all(agentsandbox.CheckNoHostFiles) {
 		iso.Profile = ptr(false)
 		iso.Extra["host_files"] = "none"
 	}
-	if all(CheckEgressRefusesPrivate, CheckNoDirectEgress) {
+	if all(agentsandbox.CheckEgressRefusesPrivate, agentsandbox.CheckNoDirectEgress) {
 		iso.EgressProxy = ptr(true)
-		iso.Extra["egress"] = map[string]any{"via": "proxy", "public_only": true, "ports": []int{80, 443}, "direct": "none"}
+		iso.Extra["egress"] = map[string]any{"via": "proxy", "public_only": true, "ports": agentsandbox.EgressPorts(), "direct": "none"}
 	}
-	if all(CheckNoCapabilities) {
+	if all(agentsandbox.CheckNoCapabilities) {
 		iso.Extra["capabilities"] = "none"
 	}
-	if all(CheckSeccomp) {
+	if all(agentsandbox.CheckSeccomp) {
 		iso.Extra["seccomp"] = true
 	}
-	if all(CheckWipe) {
+	if all(agentsandbox.CheckWipe) {
 		iso.Workspace = ptr("ephemeral")
 		iso.Extra["workspace_kind"] = "tmpfs, wiped with the sandbox"
 	}
 	l := self.Limits
 	iso.Extra["limits"] = map[string]any{
-		"kind": "cgroup", "enforced": all(CheckLimits),
-		"memory_mb": or(l.MemoryMB, sandbox.DefaultMemoryMB), "disk_mb": or(l.DiskMB, sandbox.DefaultDiskMB),
-		"pids": or(l.Pids, sandbox.DefaultPids), "cpu_percent": or(l.CPUPercent, sandbox.DefaultCPUPercent),
-		"time_box_minutes": []int{int(sandbox.DefaultTimeBox / time.Minute), int(sandbox.MaxTimeBox / time.Minute)},
+		"kind": "cgroup", "enforced": all(agentsandbox.CheckLimits),
+		"memory_mb": or(l.MemoryMB, agentsandbox.DefaultMemoryMB), "disk_mb": or(l.DiskMB, agentsandbox.DefaultDiskMB),
+		"pids": or(l.Pids, agentsandbox.DefaultPids), "cpu_percent": or(l.CPUPercent, agentsandbox.DefaultCPUPercent),
+		"time_box_minutes": []int{int(agentsandbox.DefaultTimeBox / time.Minute), int(agentsandbox.MaxTimeBox / time.Minute)},
 	}
 	return iso
 }

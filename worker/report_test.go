@@ -6,12 +6,13 @@ import (
 	"testing"
 	"time"
 
+	"openvibe.network/agentsandbox"
 	"openvibe.network/agentsandbox/contract"
 )
 
 func passed() *Result {
 	r := &Result{Checks: map[string]bool{}, Passed: true, UserNamespace: true, CheckedAt: time.Date(2026, 11, 7, 12, 0, 0, 0, time.UTC)}
-	for _, c := range Checks {
+	for _, c := range agentsandbox.Checks() {
 		r.Checks[c] = true
 	}
 	return r
@@ -27,13 +28,13 @@ func failing(checks ...string) *Result {
 	return r
 }
 
-func validate(t *testing.T, r contract.WorkerCheckIn) (contract.Result, map[string]any) {
+func validate(t *testing.T, r agentsandbox.WorkerCheckIn) (contract.Result, map[string]any) {
 	t.Helper()
 	b, err := json.Marshal(r)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := contract.ValidateJSON(contract.WorkerCheckInName, b)
+	res, err := contract.ValidateJSON(agentsandbox.WorkerCheckInContract, b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,15 +81,15 @@ func TestBuildReportClaimsOnlyProved(t *testing.T) {
 		check   string
 		missing []string
 	}{
-		{CheckNetworkNamespace, []string{"host_network", "network_namespace"}},
-		{CheckNoDirectEgress, []string{"host_network", "egress_proxy", "egress"}},
-		{CheckEgressRefusesPrivate, []string{"egress_proxy", "egress"}},
-		{CheckCleanEnv, []string{"credentials", "host_credentials"}},
-		{CheckNoHostFiles, []string{"credentials", "profile", "host_files", "host_credentials"}},
-		{CheckNoCapabilities, []string{"capabilities"}},
-		{CheckSeccomp, []string{"seccomp"}},
-		{CheckWipe, []string{"workspace", "workspace_kind"}},
-		{CheckLimits, nil},
+		{agentsandbox.CheckNetworkNamespace, []string{"host_network", "network_namespace"}},
+		{agentsandbox.CheckNoDirectEgress, []string{"host_network", "egress_proxy", "egress"}},
+		{agentsandbox.CheckEgressRefusesPrivate, []string{"egress_proxy", "egress"}},
+		{agentsandbox.CheckCleanEnv, []string{"credentials", "host_credentials"}},
+		{agentsandbox.CheckNoHostFiles, []string{"credentials", "profile", "host_files", "host_credentials"}},
+		{agentsandbox.CheckNoCapabilities, []string{"capabilities"}},
+		{agentsandbox.CheckSeccomp, []string{"seccomp"}},
+		{agentsandbox.CheckWipe, []string{"workspace", "workspace_kind"}},
+		{agentsandbox.CheckLimits, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.check, func(t *testing.T) {
@@ -111,7 +112,7 @@ func TestBuildReportClaimsOnlyProved(t *testing.T) {
 			if m["ready"] != false || len(m["reasons"].([]any)) != 1 {
 				t.Errorf("ready %v reasons %v", m["ready"], m["reasons"])
 			}
-			if tc.check == CheckLimits && iso["limits"].(map[string]any)["enforced"] != false {
+			if tc.check == agentsandbox.CheckLimits && iso["limits"].(map[string]any)["enforced"] != false {
 				t.Errorf("limits claimed enforced though the check failed")
 			}
 		})
@@ -132,7 +133,7 @@ func TestBuildReportBeforeSelfTest(t *testing.T) {
 }
 
 func TestBuildReportCapsReasons(t *testing.T) {
-	r := failing(Checks...)
+	r := failing(agentsandbox.Checks()...)
 	r.Reasons = append(r.Reasons, strings.Repeat("é", 900), "x", "y")
 	res, m := validate(t, BuildReport(Self{WorkerID: strings.Repeat("w", 100)}, r, 1, 0, time.Now()))
 	for _, e := range res.Errors {

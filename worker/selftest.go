@@ -16,32 +16,14 @@ import (
 	"strings"
 	"time"
 
+	"openvibe.network/agentsandbox"
 	"openvibe.network/agentsandbox/egress"
 	"openvibe.network/agentsandbox/sandbox"
 )
 
-// The self-test's checks, in the order they are shown.
-const (
-	CheckNetworkNamespace     = "network_namespace"
-	CheckNoDirectEgress       = "no_direct_egress"
-	CheckEgressRefusesPrivate = "egress_refuses_private"
-	CheckCleanEnv             = "clean_env"
-	CheckNoHostFiles          = "no_host_files"
-	CheckNoCapabilities       = "no_capabilities"
-	CheckSeccomp              = "seccomp"
-	CheckLimits               = "limits"
-	CheckWipe                 = "wipe"
-)
-
-// Checks lists every check of the self-test in display order.
-var Checks = []string{
-	CheckNetworkNamespace, CheckNoDirectEgress, CheckEgressRefusesPrivate, CheckCleanEnv,
-	CheckNoHostFiles, CheckNoCapabilities, CheckSeccomp, CheckLimits, CheckWipe,
-}
-
 // ProbeLimits are the small limits of the self-test's sandbox. The probe
 // starts more processes than ProbeLimits.Pids to prove the limit holds.
-var ProbeLimits = sandbox.Limits{MemoryMB: 256, DiskMB: 16, Pids: 32, CPUPercent: 50}
+var ProbeLimits = agentsandbox.Limits{MemoryMB: 256, DiskMB: 16, Pids: 32, CPUPercent: 50}
 
 // probeForks is how many processes the probe tries to start.
 const probeForks = 64
@@ -73,7 +55,7 @@ type Result struct {
 // *sandbox.Runtime implements it.
 type Sandboxes interface {
 	Create(ctx context.Context, opts sandbox.Options) (sandbox.Info, error)
-	Exec(ctx context.Context, id string, req sandbox.ExecRequest, stdout, stderr io.Writer) (sandbox.ExecResult, error)
+	Exec(ctx context.Context, id string, req agentsandbox.ExecRequest, stdout, stderr io.Writer) (agentsandbox.ExecResult, error)
 	Delete(ctx context.Context, id string) (sandbox.WipeReport, error)
 	HostPids(id string) ([]int, error)
 }
@@ -162,7 +144,7 @@ func (d Deps) logger() *slog.Logger {
 
 func failed(checks map[string]bool) []string {
 	var out []string
-	for _, c := range Checks {
+	for _, c := range agentsandbox.Checks() {
 		if !checks[c] {
 			out = append(out, c)
 		}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"openvibe.network/agentsandbox"
 	"openvibe.network/agentsandbox/egress"
 	"openvibe.network/agentsandbox/sandbox"
 )
@@ -82,7 +83,7 @@ func (f *fakeBox) Create(_ context.Context, opts sandbox.Options) (sandbox.Info,
 	return sandbox.Info{ID: "box1"}, nil
 }
 
-func (f *fakeBox) Exec(_ context.Context, id string, req sandbox.ExecRequest, stdout, _ io.Writer) (sandbox.ExecResult, error) {
+func (f *fakeBox) Exec(_ context.Context, id string, req agentsandbox.ExecRequest, stdout, _ io.Writer) (agentsandbox.ExecResult, error) {
 	f.execArgv = req.Argv
 	canary, files := req.Argv[4], req.Argv[5:]
 	lines := goodProbeOutput(canary)
@@ -105,7 +106,7 @@ func (f *fakeBox) Exec(_ context.Context, id string, req sandbox.ExecRequest, st
 		lines = f.edit(lines)
 	}
 	io.WriteString(stdout, strings.Join(lines, "\n")+"\n")
-	return sandbox.ExecResult{}, nil
+	return agentsandbox.ExecResult{}, nil
 }
 
 func (f *fakeBox) Delete(context.Context, string) (sandbox.WipeReport, error) {
@@ -185,10 +186,10 @@ func runFake(t *testing.T, f *fakeBox, guard Guard, egressOn bool) Result {
 func TestSelfTestPasses(t *testing.T) {
 	f := newFakeBox(t)
 	res := runFake(t, f, nil, true)
-	if !res.Passed || len(res.Reasons) != 0 || len(res.Checks) != len(Checks) {
+	if !res.Passed || len(res.Reasons) != 0 || len(res.Checks) != len(agentsandbox.Checks()) {
 		t.Fatalf("result = %+v, want every check passed", res)
 	}
-	for _, c := range Checks {
+	for _, c := range agentsandbox.Checks() {
 		if !res.Checks[c] {
 			t.Errorf("check %s failed", c)
 		}
@@ -213,49 +214,49 @@ func TestSelfTestFailsWhenBroken(t *testing.T) {
 		reason string
 	}{
 		{"HostInterfaces", func(f *fakeBox) { f.edit = replace("netdev", "netdev lo eth0") }, nil, false,
-			[]string{CheckNetworkNamespace}, `interfaces "lo eth0"`},
+			[]string{agentsandbox.CheckNetworkNamespace}, `interfaces "lo eth0"`},
 		{"HostRoutes", func(f *fakeBox) { f.edit = replace("route", "route 2") }, nil, false,
-			[]string{CheckNetworkNamespace}, "2 IPv4 route(s)"},
+			[]string{agentsandbox.CheckNetworkNamespace}, "2 IPv4 route(s)"},
 		{"DirectEgress", func(f *fakeBox) { f.dialCanary = true }, nil, false,
-			[]string{CheckNoDirectEgress, CheckEgressRefusesPrivate}, "received 1 connection(s)"},
+			[]string{agentsandbox.CheckNoDirectEgress, agentsandbox.CheckEgressRefusesPrivate}, "received 1 connection(s)"},
 		{"DirectConnectClaimed", func(f *fakeBox) { f.edit = replace("direct", "direct connected") }, nil, false,
-			[]string{CheckNoDirectEgress}, "direct connection"},
+			[]string{agentsandbox.CheckNoDirectEgress}, "direct connection"},
 		{"ProxyAllowsPrivate", func(f *fakeBox) { f.edit = replace("proxy http 10.0.0.1:80", "proxy http 10.0.0.1:80 200") }, nil, false,
-			[]string{CheckEgressRefusesPrivate}, "10.0.0.1:80 200"},
+			[]string{agentsandbox.CheckEgressRefusesPrivate}, "10.0.0.1:80 200"},
 		{"NoProxy", func(f *fakeBox) {
 			f.edit = func(l []string) []string {
 				return append([]string{"proxy none"}, filterOut(l, "proxy ")...)
 			}
-		}, nil, false, []string{CheckEgressRefusesPrivate}, "egress is unavailable"},
-		{"NoEgress", func(*fakeBox) {}, nil, true, []string{CheckEgressRefusesPrivate}, "no egress proxy"},
-		{"GuardAllowsPrivate", func(*fakeBox) {}, allowAll{}, false, []string{CheckEgressRefusesPrivate}, "the egress guard allows 10.0.0.1:443"},
-		{"GuardAllowsOtherPorts", func(*fakeBox) {}, egress.NewGuard(egress.GuardConfig{Ports: []uint16{80, 443, 8080}}), false, []string{CheckEgressRefusesPrivate}, "the egress guard does not refuse 1.1.1.1:8080 for its port"},
-		{"EnvLeaks", func(f *fakeBox) { f.leakEnv = true }, nil, false, []string{CheckCleanEnv}, "canary variable"},
-		{"EnvNotRead", func(f *fakeBox) { f.edit = replace("environ_read", "environ_read 0") }, nil, false, []string{CheckCleanEnv}, "no /proc/*/environ"},
-		{"HostFilesMounted", func(f *fakeBox) { f.seeHost = true }, nil, false, []string{CheckNoHostFiles}, "/canary present"},
+		}, nil, false, []string{agentsandbox.CheckEgressRefusesPrivate}, "egress is unavailable"},
+		{"NoEgress", func(*fakeBox) {}, nil, true, []string{agentsandbox.CheckEgressRefusesPrivate}, "no egress proxy"},
+		{"GuardAllowsPrivate", func(*fakeBox) {}, allowAll{}, false, []string{agentsandbox.CheckEgressRefusesPrivate}, "the egress guard allows 10.0.0.1:443"},
+		{"GuardAllowsOtherPorts", func(*fakeBox) {}, egress.NewGuard(egress.GuardConfig{Ports: []uint16{80, 443, 8080}}), false, []string{agentsandbox.CheckEgressRefusesPrivate}, "the egress guard does not refuse 1.1.1.1:8080 for its port"},
+		{"EnvLeaks", func(f *fakeBox) { f.leakEnv = true }, nil, false, []string{agentsandbox.CheckCleanEnv}, "canary variable"},
+		{"EnvNotRead", func(f *fakeBox) { f.edit = replace("environ_read", "environ_read 0") }, nil, false, []string{agentsandbox.CheckCleanEnv}, "no /proc/*/environ"},
+		{"HostFilesMounted", func(f *fakeBox) { f.seeHost = true }, nil, false, []string{agentsandbox.CheckNoHostFiles}, "/canary present"},
 		{"ShadowVisible", func(f *fakeBox) {
 			f.edit = replace("hostfiles checked", "hostfile /etc/shadow present\nhostfiles checked")
 		}, nil, false,
-			[]string{CheckNoHostFiles}, "/etc/shadow"},
+			[]string{agentsandbox.CheckNoHostFiles}, "/etc/shadow"},
 		{"CapEff", func(f *fakeBox) { f.edit = replace("status CapEff", "status CapEff 000001fffeffffff") }, nil, false,
-			[]string{CheckNoCapabilities}, "CapEff is 000001fffeffffff"},
+			[]string{agentsandbox.CheckNoCapabilities}, "CapEff is 000001fffeffffff"},
 		{"NewPrivs", func(f *fakeBox) { f.edit = replace("status NoNewPrivs", "status NoNewPrivs 0") }, nil, false,
-			[]string{CheckNoCapabilities}, "NoNewPrivs"},
+			[]string{agentsandbox.CheckNoCapabilities}, "NoNewPrivs"},
 		{"NoSeccomp", func(f *fakeBox) { f.edit = replace("status Seccomp", "status Seccomp 0") }, nil, false,
-			[]string{CheckSeccomp}, "not under a seccomp filter"},
+			[]string{agentsandbox.CheckSeccomp}, "not under a seccomp filter"},
 		{"UserNamespaceAllowed", func(f *fakeBox) { f.edit = replace("unshare", "unshare 0") }, nil, false,
-			[]string{CheckSeccomp}, "unshare -U succeeded"},
+			[]string{agentsandbox.CheckSeccomp}, "unshare -U succeeded"},
 		{"ForkUnbounded", func(f *fakeBox) { f.edit = replace("end", "spawned 64\nend") }, nil, false,
-			[]string{CheckLimits}, "started 64 processes"},
-		{"CgroupWrong", func(f *fakeBox) { f.cgroupPids = "max" }, nil, false, []string{CheckLimits}, "no pids limit"},
-		{"ProcessOutsideCgroup", func(f *fakeBox) { f.outsidePid = true }, nil, false, []string{CheckLimits}, "outside its cgroup: 4243"},
-		{"WipeUnverified", func(f *fakeBox) { f.unverified = true }, nil, false, []string{CheckWipe}, "did not verify the wipe"},
-		{"WipeLeavesDir", func(f *fakeBox) { f.leaveDir = true }, nil, false, []string{CheckWipe}, "still there after the wipe"},
-		{"WipeLeavesProcess", func(f *fakeBox) { f.leaveProc = true }, nil, false, []string{CheckWipe}, "process 4242 of the sandbox"},
-		{"NoSandbox", func(f *fakeBox) { f.failCreate = errors.New("no slot") }, nil, false, Checks, "cannot create the probe sandbox: no slot"},
+			[]string{agentsandbox.CheckLimits}, "started 64 processes"},
+		{"CgroupWrong", func(f *fakeBox) { f.cgroupPids = "max" }, nil, false, []string{agentsandbox.CheckLimits}, "no pids limit"},
+		{"ProcessOutsideCgroup", func(f *fakeBox) { f.outsidePid = true }, nil, false, []string{agentsandbox.CheckLimits}, "outside its cgroup: 4243"},
+		{"WipeUnverified", func(f *fakeBox) { f.unverified = true }, nil, false, []string{agentsandbox.CheckWipe}, "did not verify the wipe"},
+		{"WipeLeavesDir", func(f *fakeBox) { f.leaveDir = true }, nil, false, []string{agentsandbox.CheckWipe}, "still there after the wipe"},
+		{"WipeLeavesProcess", func(f *fakeBox) { f.leaveProc = true }, nil, false, []string{agentsandbox.CheckWipe}, "process 4242 of the sandbox"},
+		{"NoSandbox", func(f *fakeBox) { f.failCreate = errors.New("no slot") }, nil, false, agentsandbox.Checks(), "cannot create the probe sandbox: no slot"},
 		{"ProbeOutputTooLong", func(f *fakeBox) {
 			f.edit = func(l []string) []string { return append(l, strings.Repeat("x", maxProbeOutput)) }
-		}, nil, false, Checks[:len(Checks)-1], "printed more than 1048576 bytes"},
+		}, nil, false, agentsandbox.Checks()[:len(agentsandbox.Checks())-1], "printed more than 1048576 bytes"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -269,7 +270,7 @@ func TestSelfTestFailsWhenBroken(t *testing.T) {
 			if res.Passed {
 				t.Fatalf("self-test passed with %s broken", tc.name)
 			}
-			for _, c := range Checks {
+			for _, c := range agentsandbox.Checks() {
 				want := !slices.Contains(tc.fail, c)
 				if res.Checks[c] != want {
 					t.Errorf("check %s = %v, want %v (reasons %q)", c, res.Checks[c], want, res.Reasons)

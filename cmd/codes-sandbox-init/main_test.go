@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"openvibe.network/agentsandbox"
 	"openvibe.network/agentsandbox/egress"
 	"openvibe.network/agentsandbox/internal/testenv"
 	"openvibe.network/agentsandbox/sandbox"
@@ -93,7 +94,7 @@ func TestInit(t *testing.T) {
 				t.Fatalf("Create: %v", err)
 			}
 			var out bytes.Buffer
-			req := sandbox.ExecRequest{Argv: []string{"sh", "-c", "echo $GREETING proxy=${HTTPS_PROXY:+set}; exit 3"}}
+			req := agentsandbox.ExecRequest{Argv: []string{"sh", "-c", "echo $GREETING proxy=${HTTPS_PROXY:+set}; exit 3"}}
 			res, err := rt.Exec(ctx, info.ID, req, &out, nil)
 			if err != nil || res.ExitCode != 3 || out.String() != tc.want {
 				t.Errorf("Exec: %v %+v %q; want exit code 3 and %q", err, res, out.String(), tc.want)

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 
+	"openvibe.network/agentsandbox"
 	"openvibe.network/agentsandbox/internal/cli"
 	"openvibe.network/agentsandbox/sandbox"
 )
@@ -46,11 +47,11 @@ func runCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	}
 	env := envFlags{}
 	var o sandbox.Options
-	fs.DurationVar(&o.TimeBox, "time-box", sandbox.DefaultTimeBox, "how long the sandbox may live (1s to 30m)")
-	fs.IntVar(&o.Limits.MemoryMB, "memory-mb", sandbox.DefaultMemoryMB, "memory limit in MB, workspace included")
-	fs.IntVar(&o.Limits.DiskMB, "disk-mb", sandbox.DefaultDiskMB, "size of the /workspace tmpfs in MB")
-	fs.IntVar(&o.Limits.Pids, "pids", sandbox.DefaultPids, "maximum number of processes")
-	fs.IntVar(&o.Limits.CPUPercent, "cpu-percent", sandbox.DefaultCPUPercent, "CPU limit in percent of one core")
+	fs.DurationVar(&o.TimeBox, "time-box", agentsandbox.DefaultTimeBox, "how long the sandbox may live (1s to 30m)")
+	fs.IntVar(&o.Limits.MemoryMB, "memory-mb", agentsandbox.DefaultMemoryMB, "memory limit in MB, workspace included")
+	fs.IntVar(&o.Limits.DiskMB, "disk-mb", agentsandbox.DefaultDiskMB, "size of the /workspace tmpfs in MB")
+	fs.IntVar(&o.Limits.Pids, "pids", agentsandbox.DefaultPids, "maximum number of processes")
+	fs.IntVar(&o.Limits.CPUPercent, "cpu-percent", agentsandbox.DefaultCPUPercent, "CPU limit in percent of one core")
 	fs.Var(env, "env", "K=V added to the command's environment (repeatable)")
 	if code, ok := cli.ParseFlags(fs, args); !ok {
 		return code

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"openvibe.network/agentsandbox"
 	"openvibe.network/agentsandbox/egress"
 	"openvibe.network/agentsandbox/internal/cli"
 	"openvibe.network/agentsandbox/sandbox"
@@ -182,7 +183,7 @@ func selftestCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr
 func printTable(w io.Writer, res worker.Result) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "CHECK\tRESULT")
-	for _, c := range worker.Checks {
+	for _, c := range agentsandbox.Checks() {
 		r := "FAIL"
 		if res.Checks[c] {
 			r = "ok"

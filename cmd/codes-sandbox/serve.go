@@ -15,7 +15,7 @@ import (
 	"sync"
 	"time"
 
-	"openvibe.network/agentsandbox/contract"
+	"openvibe.network/agentsandbox"
 	"openvibe.network/agentsandbox/internal/cli"
 	"openvibe.network/agentsandbox/sandbox"
 	"openvibe.network/agentsandbox/worker"
@@ -110,7 +110,7 @@ func serve(ctx context.Context, o serveOptions, log *slog.Logger) error {
 		wg.Go(func() {
 			_ = worker.RunCheckIns(loops, worker.CheckInConfig{
 				Targets: targets, Interval: o.checkInEvery, Logger: log.With("component", "checkin"),
-				Report: func(now time.Time) contract.WorkerCheckIn {
+				Report: func(now time.Time) agentsandbox.WorkerCheckIn {
 					return worker.BuildReport(self, st.tester.Last(), st.rt.Capacity(), st.rt.Active(), now)
 				},
 			})

@@ -8,10 +8,11 @@ import (
 	"strings"
 	"testing"
 
+	"openvibe.network/agentsandbox"
 	"openvibe.network/agentsandbox/contract"
 )
 
-const name = contract.WorkerCheckInName
+const name = agentsandbox.WorkerCheckInContract
 
 func TestRun(t *testing.T) {
 	dir := t.TempDir()

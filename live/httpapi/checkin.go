@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"openvibe.network/agentsandbox"
 	"openvibe.network/agentsandbox/contract"
 	"openvibe.network/agentsandbox/live"
 )
@@ -36,7 +37,7 @@ func (s *Server) handleCheckIn(w http.ResponseWriter, r *http.Request, rl *reqLo
 		writeError(w, rl, err)
 		return
 	}
-	res, err := contract.Validate(contract.WorkerCheckInName, value)
+	res, err := contract.Validate(agentsandbox.WorkerCheckInContract, value)
 	if err != nil {
 		writeError(w, rl, fmt.Errorf("validate report: %w", err))
 		return
@@ -144,10 +145,10 @@ func checkMediaType(values []string) error {
 
 // redactErrors returns errs with anything secret-like removed from paths
 // and messages.
-func redactErrors(errs []contract.Error) []contract.Error {
-	out := make([]contract.Error, len(errs))
+func redactErrors(errs []agentsandbox.ValidationError) []agentsandbox.ValidationError {
+	out := make([]agentsandbox.ValidationError, len(errs))
 	for i, e := range errs {
-		out[i] = contract.Error{Path: redact(e.Path), Message: redact(e.Message)}
+		out[i] = agentsandbox.ValidationError{Path: redact(e.Path), Message: redact(e.Message)}
 	}
 	return out
 }

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 
-	"openvibe.network/agentsandbox/contract"
+	"openvibe.network/agentsandbox"
 	"openvibe.network/agentsandbox/live"
 )
 
@@ -78,9 +78,9 @@ type errorDetail struct {
 
 // contractBody is the body of a 422: the error plus the validator's verdict.
 type contractBody struct {
-	Error  errorDetail      `json:"error"`
-	Valid  bool             `json:"valid"`
-	Errors []contract.Error `json:"errors"`
+	Error  errorDetail                    `json:"error"`
+	Valid  bool                           `json:"valid"`
+	Errors []agentsandbox.ValidationError `json:"errors"`
 }
 
 // writeError answers err as {"error":{code,message}} with the table's status
@@ -91,15 +91,15 @@ func writeError(w http.ResponseWriter, rl *reqLog, err error) {
 }
 
 // writeContractRefusal answers a 422 with the validator's errors.
-func writeContractRefusal(w http.ResponseWriter, rl *reqLog, errs []contract.Error) {
+func writeContractRefusal(w http.ResponseWriter, rl *reqLog, errs []agentsandbox.ValidationError) {
 	ci := infoOf(ECONTRACT)
 	rl.note(ECONTRACT, ci.outcome)
 	if errs == nil {
-		errs = []contract.Error{}
+		errs = []agentsandbox.ValidationError{}
 	}
 	writeJSON(w, ci.status, contractBody{
 		Error: errorDetail{Code: ECONTRACT, Message: "the report does not satisfy " +
-			contract.WorkerCheckInName + "; the worker is not registered until it does: fix each listed error"},
+			agentsandbox.WorkerCheckInContract + "; the worker is not registered until it does: fix each listed error"},
 		Errors: errs,
 	})
 }

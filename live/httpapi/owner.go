@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"time"
 
-	"openvibe.network/agentsandbox/contract"
+	"openvibe.network/agentsandbox"
 	"openvibe.network/agentsandbox/live"
 )
 
@@ -24,10 +24,10 @@ type ownerView struct {
 
 // refusalView is the last refusal as the owner sees it.
 type refusalView struct {
-	At        time.Time        `json:"at"`
-	ServiceID string           `json:"service_id"`
-	SubjectID string           `json:"subject_id"`
-	Errors    []contract.Error `json:"errors"`
+	At        time.Time                      `json:"at"`
+	ServiceID string                         `json:"service_id"`
+	SubjectID string                         `json:"subject_id"`
+	Errors    []agentsandbox.ValidationError `json:"errors"`
 }
 
 // handleOwnerJSON answers GET /api/streams/agent/{id}/plays/worker for the
@@ -88,7 +88,7 @@ func (s *Server) view(rec live.WorkerRecord) ownerView {
 	if ref := rec.Refusal; ref != nil {
 		errs := ref.Errors
 		if errs == nil {
-			errs = []contract.Error{}
+			errs = []agentsandbox.ValidationError{}
 		}
 		v.Refusal = &refusalView{At: ref.At.UTC(), ServiceID: ref.ServiceID, SubjectID: ref.SubjectID, Errors: errs}
 	}

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"openvibe.network/agentsandbox/contract"
+	"openvibe.network/agentsandbox"
 	"openvibe.network/agentsandbox/live"
 )
 
@@ -122,7 +122,7 @@ func testAcceptReportBytes(t *testing.T, e *env) {
 	}
 }
 
-var refusalErrors = []contract.Error{
+var refusalErrors = []agentsandbox.ValidationError{
 	{Path: "/isolation", Message: "must have required property 'profile'"},
 	{Path: "/isolation/host_network", Message: "must be equal to constant"},
 	{Path: "", Message: "unicode ✓ \"quoted\""},

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"openvibe.network/agentsandbox"
 	"openvibe.network/agentsandbox/sandbox"
 )
 
@@ -57,8 +58,8 @@ type ExecEvent struct {
 }
 
 // toExecRequest validates req and converts it for the runtime.
-func toExecRequest(req ExecRequest) (sandbox.ExecRequest, error) {
-	var out sandbox.ExecRequest
+func toExecRequest(req ExecRequest) (agentsandbox.ExecRequest, error) {
+	var out agentsandbox.ExecRequest
 	if len(req.Argv) == 0 || req.Argv[0] == "" {
 		return out, badRequest("argv is required: give the command and its arguments, e.g. [\"sh\", \"-c\", \"make test\"]")
 	}
@@ -72,8 +73,8 @@ func toExecRequest(req ExecRequest) (sandbox.ExecRequest, error) {
 	if err != nil {
 		return out, err
 	}
-	if req.TimeoutSeconds < 0 || req.TimeoutSeconds > int(sandbox.MaxTimeBox/time.Second) {
-		return out, badRequest("timeout_seconds is %d; give 0 (the time box) to %d", req.TimeoutSeconds, int(sandbox.MaxTimeBox/time.Second))
+	if req.TimeoutSeconds < 0 || req.TimeoutSeconds > int(agentsandbox.MaxTimeBox/time.Second) {
+		return out, badRequest("timeout_seconds is %d; give 0 (the time box) to %d", req.TimeoutSeconds, int(agentsandbox.MaxTimeBox/time.Second))
 	}
 	var stdin []byte
 	switch {
@@ -86,7 +87,7 @@ func toExecRequest(req ExecRequest) (sandbox.ExecRequest, error) {
 			return out, badRequest("stdin_base64 is not standard base64: %v", err)
 		}
 	}
-	return sandbox.ExecRequest{Argv: req.Argv, Env: req.Env, Cwd: cwd, Stdin: stdin,
+	return agentsandbox.ExecRequest{Argv: req.Argv, Env: req.Env, Cwd: cwd, Stdin: stdin,
 		Timeout: time.Duration(req.TimeoutSeconds) * time.Second}, nil
 }
 
@@ -153,7 +154,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) error {
 	defer cancel()
 	q := newOutQueue(s.cfg.StreamBuffer)
 	type outcome struct {
-		res sandbox.ExecResult
+		res agentsandbox.ExecResult
 		err error
 	}
 	done := make(chan outcome, 1)
@@ -181,7 +182,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) error {
 }
 
 // execLog is what an exec adds to its request's log line (never stdin).
-func execLog(q *outQueue, ew *eventWriter, res sandbox.ExecResult, err error) []slog.Attr {
+func execLog(q *outQueue, ew *eventWriter, res agentsandbox.ExecResult, err error) []slog.Attr {
 	total, dropped := q.counts()
 	attrs := []slog.Attr{slog.Int64("stdout_bytes", total[stdout]), slog.Int64("stderr_bytes", total[stderr]),
 		slog.Int64("dropped_bytes", dropped[stdout]+dropped[stderr]), slog.Int("events", ew.events)}
@@ -197,7 +198,7 @@ func execLog(q *outQueue, ew *eventWriter, res sandbox.ExecResult, err error) []
 }
 
 // finalEvent is the last event of an exec.
-func finalEvent(id string, res sandbox.ExecResult, err error, q *outQueue) ExecEvent {
+func finalEvent(id string, res agentsandbox.ExecResult, err error, q *outQueue) ExecEvent {
 	_, dropped := q.counts()
 	ev := ExecEvent{DroppedBytes: dropped[stdout] + dropped[stderr]}
 	switch {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"openvibe.network/agentsandbox"
 	"openvibe.network/agentsandbox/sandbox"
 	"openvibe.network/agentsandbox/worker/api/apitest"
 )
@@ -71,18 +72,18 @@ func code(n int) *int { return &n }
 func TestExecStreamsBeforeTheEnd(t *testing.T) {
 	fake := apitest.NewFake(1)
 	release := make(chan struct{})
-	var got sandbox.ExecRequest
-	fake.ExecFunc = func(ctx context.Context, _ string, req sandbox.ExecRequest, stdout, stderr io.Writer) (sandbox.ExecResult, error) {
+	var got agentsandbox.ExecRequest
+	fake.ExecFunc = func(ctx context.Context, _ string, req agentsandbox.ExecRequest, stdout, stderr io.Writer) (agentsandbox.ExecResult, error) {
 		got = req
 		fmt.Fprint(stdout, "first\n")
 		select {
 		case <-release:
 		case <-ctx.Done():
-			return sandbox.ExecResult{}, ctx.Err()
+			return agentsandbox.ExecResult{}, ctx.Err()
 		}
 		fmt.Fprint(stderr, "second\n")
 		fmt.Fprint(stdout, "third\n")
-		return sandbox.ExecResult{ExitCode: 3, Reason: "timeout"}, nil
+		return agentsandbox.ExecResult{ExitCode: 3, Reason: "timeout"}, nil
 	}
 	id := mustCreate(t, fake)
 	ts := newTestServer(t, fake, nil)
@@ -96,7 +97,7 @@ func TestExecStreamsBeforeTheEnd(t *testing.T) {
 	if evs := readAll(t, br); !reflect.DeepEqual(evs, want) {
 		t.Fatalf("events %+v, want %+v", evs, want)
 	}
-	wantReq := sandbox.ExecRequest{Argv: []string{"sh", "-c", "x"}, Env: map[string]string{"A": "1"}, Cwd: "src", Stdin: []byte("in"), Timeout: 7 * time.Second}
+	wantReq := agentsandbox.ExecRequest{Argv: []string{"sh", "-c", "x"}, Env: map[string]string{"A": "1"}, Cwd: "src", Stdin: []byte("in"), Timeout: 7 * time.Second}
 	if !reflect.DeepEqual(got, wantReq) {
 		t.Fatalf("runtime got %+v, want %+v", got, wantReq)
 	}
@@ -113,21 +114,21 @@ func TestExecEvents(t *testing.T) {
 		{name: "StdinBase64Binary", body: `{"argv":["cat"],"stdin_base64":"//5h"}`,
 			want: []ExecEvent{{Stream: "stdout", Data: "\uFFFDa", DataBase64: "//5h"}, {ExitCode: code(0)}}},
 		{name: "NoOutput", body: `{"argv":["true"]}`, want: []ExecEvent{{ExitCode: code(0)}}},
-		{name: "SplitRune", body: `{"argv":["x"]}`, exec: func(_ context.Context, _ string, _ sandbox.ExecRequest, stdout, stderr io.Writer) (sandbox.ExecResult, error) {
+		{name: "SplitRune", body: `{"argv":["x"]}`, exec: func(_ context.Context, _ string, _ agentsandbox.ExecRequest, stdout, stderr io.Writer) (agentsandbox.ExecResult, error) {
 			stdout.Write([]byte("h\xc3"))
 			stderr.Write([]byte("e"))
 			stdout.Write([]byte("\xa9!"))
-			return sandbox.ExecResult{ExitCode: 1}, nil
+			return agentsandbox.ExecResult{ExitCode: 1}, nil
 		}, want: []ExecEvent{{Stream: "stdout", Data: "h"}, {Stream: "stderr", Data: "e"}, {Stream: "stdout", Data: "é!"}, {ExitCode: code(1)}}},
-		{name: "TruncatedRuneAtEnd", body: `{"argv":["x"]}`, exec: func(_ context.Context, _ string, _ sandbox.ExecRequest, stdout, _ io.Writer) (sandbox.ExecResult, error) {
+		{name: "TruncatedRuneAtEnd", body: `{"argv":["x"]}`, exec: func(_ context.Context, _ string, _ agentsandbox.ExecRequest, stdout, _ io.Writer) (agentsandbox.ExecResult, error) {
 			stdout.Write([]byte("ok\xe2\x82"))
-			return sandbox.ExecResult{ExitCode: 0}, nil
+			return agentsandbox.ExecResult{ExitCode: 0}, nil
 		}, want: []ExecEvent{{Stream: "stdout", Data: "ok"}, {Stream: "stdout", Data: "\uFFFD", DataBase64: "4oI="}, {ExitCode: code(0)}}},
-		{name: "ErrDeletedMeanwhile", body: `{"argv":["x"]}`, exec: func(context.Context, string, sandbox.ExecRequest, io.Writer, io.Writer) (sandbox.ExecResult, error) {
-			return sandbox.ExecResult{}, fmt.Errorf("exec: %w", sandbox.ErrNotFound)
+		{name: "ErrDeletedMeanwhile", body: `{"argv":["x"]}`, exec: func(context.Context, string, agentsandbox.ExecRequest, io.Writer, io.Writer) (agentsandbox.ExecResult, error) {
+			return agentsandbox.ExecResult{}, fmt.Errorf("exec: %w", sandbox.ErrNotFound)
 		}, want: []ExecEvent{{Error: &Error{Code: "sandbox_not_found", Message: `no sandbox "sb-1" on this worker (it may have been deleted or its time box ended)`}}}},
-		{name: "ErrRuntime", body: `{"argv":["x"]}`, exec: func(context.Context, string, sandbox.ExecRequest, io.Writer, io.Writer) (sandbox.ExecResult, error) {
-			return sandbox.ExecResult{}, fmt.Errorf("init: broken pipe")
+		{name: "ErrRuntime", body: `{"argv":["x"]}`, exec: func(context.Context, string, agentsandbox.ExecRequest, io.Writer, io.Writer) (agentsandbox.ExecResult, error) {
+			return agentsandbox.ExecResult{}, fmt.Errorf("init: broken pipe")
 		}, want: []ExecEvent{{Error: &Error{Code: "internal", Message: "the worker failed; its log says why"}}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -174,13 +175,13 @@ func TestExecSlowClientDropsOutput(t *testing.T) {
 	const total = 64 << 20
 	fake := apitest.NewFake(1)
 	finished := make(chan struct{})
-	fake.ExecFunc = func(_ context.Context, _ string, _ sandbox.ExecRequest, stdout, _ io.Writer) (sandbox.ExecResult, error) {
+	fake.ExecFunc = func(_ context.Context, _ string, _ agentsandbox.ExecRequest, stdout, _ io.Writer) (agentsandbox.ExecResult, error) {
 		defer close(finished)
 		chunk := []byte(strings.Repeat("y\n", 32<<10))
 		for n := 0; n < total; n += len(chunk) {
 			stdout.Write(chunk)
 		}
-		return sandbox.ExecResult{ExitCode: 0}, nil
+		return agentsandbox.ExecResult{ExitCode: 0}, nil
 	}
 	id := mustCreate(t, fake)
 	ts := newTestServer(t, fake, func(c *Config) { c.StreamBuffer = 256 << 10; c.WriteTimeout = 10 * waitLong })
@@ -214,7 +215,7 @@ func TestExecSlowClientDropsOutput(t *testing.T) {
 func TestExecStalledClientEndsCommand(t *testing.T) {
 	fake := apitest.NewFake(1)
 	cancelled := make(chan struct{})
-	fake.ExecFunc = func(ctx context.Context, _ string, _ sandbox.ExecRequest, stdout, _ io.Writer) (sandbox.ExecResult, error) {
+	fake.ExecFunc = func(ctx context.Context, _ string, _ agentsandbox.ExecRequest, stdout, _ io.Writer) (agentsandbox.ExecResult, error) {
 		chunk := []byte(strings.Repeat("y\n", 4<<10))
 		for ctx.Err() == nil {
 			stdout.Write(chunk)
@@ -224,7 +225,7 @@ func TestExecStalledClientEndsCommand(t *testing.T) {
 			}
 		}
 		close(cancelled)
-		return sandbox.ExecResult{ExitCode: 137, Reason: "deleted"}, nil
+		return agentsandbox.ExecResult{ExitCode: 137, Reason: "deleted"}, nil
 	}
 	id := mustCreate(t, fake)
 	ts := newTestServer(t, fake, func(c *Config) { c.StreamBuffer = 64 << 10; c.WriteTimeout = 100 * time.Millisecond })
@@ -287,16 +288,16 @@ func TestExecOutlivesServerWriteTimeout(t *testing.T) {
 	const serverTimeout = 100 * time.Millisecond
 	fake := apitest.NewFake(1)
 	gotA := make(chan struct{})
-	fake.ExecFunc = func(ctx context.Context, _ string, _ sandbox.ExecRequest, stdout, _ io.Writer) (sandbox.ExecResult, error) {
+	fake.ExecFunc = func(ctx context.Context, _ string, _ agentsandbox.ExecRequest, stdout, _ io.Writer) (agentsandbox.ExecResult, error) {
 		fmt.Fprint(stdout, "a")
 		select { // "a" is an event of its own, whatever the machine's load
 		case <-gotA:
 		case <-ctx.Done():
-			return sandbox.ExecResult{}, ctx.Err()
+			return agentsandbox.ExecResult{}, ctx.Err()
 		}
 		time.Sleep(3 * serverTimeout) // silent for longer than the server's timeout
 		fmt.Fprint(stdout, "b")
-		return sandbox.ExecResult{}, nil
+		return agentsandbox.ExecResult{}, nil
 	}
 	id := mustCreate(t, fake)
 	s, err := New(Config{Runtime: fake, Token: testToken})

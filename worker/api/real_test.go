@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"openvibe.network/agentsandbox"
 	"openvibe.network/agentsandbox/client"
 	"openvibe.network/agentsandbox/internal/testenv"
 	"openvibe.network/agentsandbox/sandbox"
@@ -32,7 +33,7 @@ var _ Runtime = (*sandbox.Runtime)(nil)
 
 // newRealWorker serves the API on a real sandbox runtime with capacity
 // slots and returns a client of it.
-func newRealWorker(tb testing.TB, capacity int, limits sandbox.Limits) *client.Worker {
+func newRealWorker(tb testing.TB, capacity int, limits agentsandbox.Limits) *client.Worker {
 	tb.Helper()
 	testenv.RequireSandbox(tb)
 	rt, err := sandbox.NewRuntime(sandbox.Config{Capacity: capacity})
@@ -57,7 +58,7 @@ func newRealWorker(tb testing.TB, capacity int, limits sandbox.Limits) *client.W
 // create, exec with both streams and an exit code, files in and out, a
 // path that leaves the workspace, delete with a verified wipe.
 func TestRealRuntime(t *testing.T) {
-	w := newRealWorker(t, 1, sandbox.Limits{DiskMB: 4})
+	w := newRealWorker(t, 1, agentsandbox.Limits{DiskMB: 4})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 
@@ -171,7 +172,7 @@ func (r rounds) report(b *testing.B) {
 // and p90 of a round and of each call in milliseconds. Run with
 // -benchtime=100x for 100 rounds.
 func BenchmarkRealRoundTrip(b *testing.B) {
-	w := newRealWorker(b, 1, sandbox.Limits{})
+	w := newRealWorker(b, 1, agentsandbox.Limits{})
 	ctx := context.Background()
 	r := rounds{}
 	for b.Loop() {
@@ -213,7 +214,7 @@ func BenchmarkRealRuntimeDirect(b *testing.B) {
 		if err != nil {
 			b.Fatalf("Create: %v", err)
 		}
-		res, err := rt.Exec(ctx, info.ID, sandbox.ExecRequest{Argv: []string{"/bin/true"}}, io.Discard, io.Discard)
+		res, err := rt.Exec(ctx, info.ID, agentsandbox.ExecRequest{Argv: []string{"/bin/true"}}, io.Discard, io.Discard)
 		if err != nil || res.ExitCode != 0 {
 			b.Fatalf("Exec: %+v %v", res, err)
 		}

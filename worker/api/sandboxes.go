@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"openvibe.network/agentsandbox"
 	"openvibe.network/agentsandbox/sandbox"
 )
 
@@ -47,8 +48,8 @@ type SandboxList struct {
 
 // Limits of request fields.
 const (
-	minTimeBoxMinutes = 5
-	maxTimeBoxMinutes = 30
+	minTimeBoxMinutes = int(agentsandbox.DefaultTimeBox / time.Minute)
+	maxTimeBoxMinutes = int(agentsandbox.MaxTimeBox / time.Minute)
 	maxEnvVars        = 256
 	maxEnvBytes       = 128 << 10
 )

@@ -22,6 +22,7 @@ import (
 	"strings"
 	"time"
 
+	"openvibe.network/agentsandbox"
 	"openvibe.network/agentsandbox/sandbox"
 )
 
@@ -30,7 +31,7 @@ import (
 // sandbox.ErrPath (wrapped or not); any other error is a server fault.
 type Runtime interface {
 	Create(ctx context.Context, opts sandbox.Options) (sandbox.Info, error)
-	Exec(ctx context.Context, id string, req sandbox.ExecRequest, stdout, stderr io.Writer) (sandbox.ExecResult, error)
+	Exec(ctx context.Context, id string, req agentsandbox.ExecRequest, stdout, stderr io.Writer) (agentsandbox.ExecResult, error)
 	PutFile(ctx context.Context, id, path string, r io.Reader, mode fs.FileMode) error
 	GetFile(ctx context.Context, id, path string, w io.Writer) error
 	Delete(ctx context.Context, id string) (sandbox.WipeReport, error)
@@ -86,7 +87,7 @@ type Config struct {
 	// Egress gives every sandbox a way out through the worker's egress proxy.
 	Egress bool
 	// Limits are the limits of every sandbox (zero fields: the defaults).
-	Limits sandbox.Limits
+	Limits agentsandbox.Limits
 	// Logger gets one line per request (default: discard).
 	Logger *slog.Logger
 	// MaxBody bounds every request body, JSON or file (default 64 MiB).

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"openvibe.network/agentsandbox"
 	"openvibe.network/agentsandbox/internal/syncbuf"
 	"openvibe.network/agentsandbox/sandbox"
 	"openvibe.network/agentsandbox/worker/api/apitest"
@@ -118,13 +119,13 @@ func TestCreatePassesWorkerSettings(t *testing.T) {
 	fake := apitest.NewFake(1)
 	ts := newTestServer(t, fake, func(c *Config) {
 		c.Egress = true
-		c.Limits = sandbox.Limits{MemoryMB: 512, Pids: 64}
+		c.Limits = agentsandbox.Limits{MemoryMB: 512, Pids: 64}
 	})
 	if a := ts.do(t, "POST", "/v1/sandboxes", `{"time_box_minutes":7}`, nil); a.status != 201 {
 		t.Fatalf("create: %d %s", a.status, a.body)
 	}
 	got := fake.Created()
-	want := sandbox.Options{TimeBox: 7 * time.Minute, Egress: true, Limits: sandbox.Limits{MemoryMB: 512, Pids: 64}}
+	want := sandbox.Options{TimeBox: 7 * time.Minute, Egress: true, Limits: agentsandbox.Limits{MemoryMB: 512, Pids: 64}}
 	if len(got) != 1 || got[0].TimeBox != want.TimeBox || got[0].Egress != want.Egress || got[0].Limits != want.Limits {
 		t.Fatalf("runtime got %+v, want %+v", got, want)
 	}

@@ -14,11 +14,12 @@ import (
 	"sync"
 	"time"
 
+	"openvibe.network/agentsandbox"
 	"openvibe.network/agentsandbox/sandbox"
 )
 
 // ExecFunc runs a command in the fake.
-type ExecFunc func(ctx context.Context, id string, req sandbox.ExecRequest, stdout, stderr io.Writer) (sandbox.ExecResult, error)
+type ExecFunc func(ctx context.Context, id string, req agentsandbox.ExecRequest, stdout, stderr io.Writer) (agentsandbox.ExecResult, error)
 
 // Fake is an in-memory runtime with the methods of workerapi.Runtime. Its
 // errors are the sandbox package's sentinels, as the real runtime's are.
@@ -57,11 +58,11 @@ func (f *Fake) Create(_ context.Context, opts sandbox.Options) (sandbox.Info, er
 	now := time.Now().UTC().Truncate(time.Second)
 	tb := opts.TimeBox
 	if tb == 0 {
-		tb = sandbox.DefaultTimeBox
+		tb = agentsandbox.DefaultTimeBox
 	}
 	info := sandbox.Info{ID: fmt.Sprintf("sb-%d", f.next), Slot: f.next, CreatedAt: now, ExpiresAt: now.Add(tb),
-		Limits: sandbox.Limits{MemoryMB: sandbox.DefaultMemoryMB, DiskMB: sandbox.DefaultDiskMB,
-			Pids: sandbox.DefaultPids, CPUPercent: sandbox.DefaultCPUPercent}}
+		Limits: agentsandbox.Limits{MemoryMB: agentsandbox.DefaultMemoryMB, DiskMB: agentsandbox.DefaultDiskMB,
+			Pids: agentsandbox.DefaultPids, CPUPercent: agentsandbox.DefaultCPUPercent}}
 	f.boxes[info.ID] = &box{info: info, files: map[string][]byte{}}
 	f.created = append(f.created, opts)
 	return info, nil
@@ -85,15 +86,15 @@ func (f *Fake) get(id string) (*box, error) {
 }
 
 // Exec runs ExecFunc; sandbox.ErrNotFound for an unknown id.
-func (f *Fake) Exec(ctx context.Context, id string, req sandbox.ExecRequest, stdout, stderr io.Writer) (sandbox.ExecResult, error) {
+func (f *Fake) Exec(ctx context.Context, id string, req agentsandbox.ExecRequest, stdout, stderr io.Writer) (agentsandbox.ExecResult, error) {
 	if _, err := f.get(id); err != nil {
-		return sandbox.ExecResult{}, err
+		return agentsandbox.ExecResult{}, err
 	}
 	if f.ExecFunc != nil {
 		return f.ExecFunc(ctx, id, req, stdout, stderr)
 	}
 	_, err := stdout.Write(req.Stdin)
-	return sandbox.ExecResult{}, err
+	return agentsandbox.ExecResult{}, err
 }
 
 // checkPath fails with sandbox.ErrPath for a path that leaves the workspace.

@@ -1,4 +1,4 @@
-package contract
+package agentsandbox
 
 import (
 	"bytes"
@@ -95,7 +95,7 @@ func (w WorkerCheckIn) MarshalJSON() ([]byte, error) {
 // field has the wrong JSON type or a time time.Parse cannot read as RFC 3339.
 // The contract accepts a few date-time spellings time.Parse does not (lower-case
 // t and z, a space separator, ±hhmm offsets, a leap second): consumers such as
-// Live check the raw JSON with ValidateJSON and need not decode it into this type.
+// Live check the raw JSON with the contract package's ValidateJSON and need not decode it into this type.
 func (w *WorkerCheckIn) UnmarshalJSON(data []byte) error {
 	var wire checkInWire
 	if err := json.Unmarshal(data, &wire); err != nil {
@@ -147,25 +147,22 @@ type isolationFacts struct {
 	Workspace   *string `json:"workspace"`
 }
 
-// factNames are the JSON names of the five facts.
-var factNames = [...]string{"host_network", "credentials", "profile", "egress_proxy", "workspace"}
-
 // MarshalJSON encodes the facts that are set and the Extra keys as one object.
 // Its error says when Extra uses a fact's name (which would let an unproven
 // fact through) or holds a value encoding/json cannot encode.
 func (iso Isolation) MarshalJSON() ([]byte, error) {
-	for _, name := range factNames {
+	for _, name := range IsolationFacts() {
 		if _, ok := iso.Extra[name]; ok {
 			return nil, fmt.Errorf("encode isolation: extra key %q is one of the five facts; set the typed field", name)
 		}
 	}
-	obj := make(map[string]any, len(iso.Extra)+len(factNames))
+	obj := make(map[string]any, len(iso.Extra)+5)
 	maps.Copy(obj, iso.Extra)
-	setFact(obj, "host_network", iso.HostNetwork)
-	setFact(obj, "credentials", iso.Credentials)
-	setFact(obj, "profile", iso.Profile)
-	setFact(obj, "egress_proxy", iso.EgressProxy)
-	setFact(obj, "workspace", iso.Workspace)
+	setFact(obj, FactHostNetwork, iso.HostNetwork)
+	setFact(obj, FactCredentials, iso.Credentials)
+	setFact(obj, FactProfile, iso.Profile)
+	setFact(obj, FactEgressProxy, iso.EgressProxy)
+	setFact(obj, FactWorkspace, iso.Workspace)
 	data, err := json.Marshal(obj)
 	if err != nil {
 		return nil, fmt.Errorf("encode isolation: %w", err)
@@ -194,7 +191,7 @@ func (iso *Isolation) UnmarshalJSON(data []byte) error {
 	if err := dec.Decode(&all); err != nil {
 		return fmt.Errorf("decode isolation: %w", err)
 	}
-	for _, name := range factNames {
+	for _, name := range IsolationFacts() {
 		delete(all, name)
 	}
 	if len(all) == 0 {

@@ -1,0 +1,39 @@
+package agentsandbox
+
+import "time"
+
+// ExecRequest is one command to run in an existing sandbox.
+type ExecRequest struct {
+	// Argv is the command and its arguments; Argv[0] is looked up in PATH
+	// when it has no slash.
+	Argv []string `json:"argv"`
+	// Env is added to the sandbox's environment for this command.
+	Env map[string]string `json:"env,omitempty"`
+	// Cwd is relative to /workspace (or absolute within it); default
+	// /workspace.
+	Cwd string `json:"cwd,omitempty"`
+	// Stdin is the command's whole standard input.
+	Stdin []byte `json:"stdin,omitempty"`
+	// Timeout ends the command and everything it started (not the sandbox);
+	// 0 means the time box.
+	Timeout time.Duration `json:"-"`
+}
+
+// Reasons of an ExecResult: which limit ended a command.
+const (
+	ReasonTimeout = "timeout"  // the request's timeout
+	ReasonTimeBox = "time_box" // the sandbox's time box ended
+	ReasonMemory  = "memory"   // the memory limit
+	ReasonPids    = "pids"     // the pids limit
+	ReasonDeleted = "deleted"  // the sandbox was deleted, or the caller went away
+	ReasonExited  = "exited"   // the sandbox ended by itself
+)
+
+// ExecResult is how a command ended.
+type ExecResult struct {
+	// ExitCode is the command's exit status, 128+N when signal N ended it.
+	ExitCode int `json:"exit_code"`
+	// Reason is one of the Reason constants when a limit ended the command;
+	// empty for a normal exit.
+	Reason string `json:"reason,omitempty"`
+}
