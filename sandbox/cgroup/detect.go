@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
+
+	"openvibe.network/agentsandbox/internal/mountinfo"
 )
 
 // ErrUnavailable is wrapped by Detect and DetectAt when no usable cgroup
@@ -25,13 +26,6 @@ const (
 // optional (Kill works without it, only less atomically).
 var required = []string{ctlMemory, ctlPids, ctlCPU}
 
-// mountPoint is one cgroup filesystem mount from /proc/self/mountinfo.
-type mountPoint struct {
-	dir    string
-	fstype string   // "cgroup" or "cgroup2"
-	opts   []string // super options ("rw", "memory", "cpu", ...)
-}
-
 // layout is what detection decided: the version and, per controller, the
 // directory its hierarchy is mounted at (v2: the same directory for all).
 type layout struct {
@@ -39,42 +33,16 @@ type layout struct {
 	dirs    map[string]string
 }
 
-// parseMountInfo returns the cgroup and cgroup2 mounts of a
-// /proc/self/mountinfo text, in order.
-func parseMountInfo(text string) []mountPoint {
-	var out []mountPoint
-	for _, line := range strings.Split(text, "\n") {
-		pre, post, ok := strings.Cut(line, " - ")
-		if !ok {
-			continue
+// cgroupMounts returns the cgroup and cgroup2 mounts of a mountinfo text,
+// in order.
+func cgroupMounts(text string) []mountinfo.Mount {
+	var out []mountinfo.Mount
+	for _, m := range mountinfo.Parse(text) {
+		if m.FSType == "cgroup" || m.FSType == "cgroup2" {
+			out = append(out, m)
 		}
-		f := strings.Fields(pre)
-		g := strings.Fields(post)
-		if len(f) < 5 || len(g) < 3 || (g[0] != "cgroup" && g[0] != "cgroup2") {
-			continue
-		}
-		out = append(out, mountPoint{dir: unescape(f[4]), fstype: g[0], opts: strings.Split(g[2], ",")})
 	}
 	return out
-}
-
-// unescape decodes the octal escapes (\040 for a space) of a mountinfo path.
-func unescape(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // under reports whether dir is root or inside it.
@@ -87,16 +55,16 @@ func under(dir, root string) bool {
 // cgroup.controllers file of a v2 mount). A cgroup2 mount that offers every
 // required controller wins (the one at root first); otherwise every required
 // controller must have a v1 mount. It is a pure function of its inputs.
-func detect(mountinfo, root string, read func(path string) ([]byte, error)) (layout, error) {
+func detect(table, root string, read func(path string) ([]byte, error)) (layout, error) {
 	root = filepath.Clean(root)
-	mounts := parseMountInfo(mountinfo)
+	mounts := cgroupMounts(table)
 	var v2missing string
 	for _, preferRoot := range []bool{true, false} {
 		for _, m := range mounts {
-			if m.fstype != "cgroup2" || !under(m.dir, root) || (m.dir == root) != preferRoot {
+			if m.FSType != "cgroup2" || !under(m.Point, root) || (m.Point == root) != preferRoot {
 				continue
 			}
-			b, err := read(filepath.Join(m.dir, "cgroup.controllers"))
+			b, err := read(filepath.Join(m.Point, "cgroup.controllers"))
 			if err != nil {
 				continue
 			}
@@ -105,23 +73,23 @@ func detect(mountinfo, root string, read func(path string) ([]byte, error)) (lay
 			if missing == "" {
 				dirs := map[string]string{}
 				for _, c := range required {
-					dirs[c] = m.dir
+					dirs[c] = m.Point
 				}
 				return layout{version: 2, dirs: dirs}, nil
 			}
-			if m.dir == root {
+			if m.Point == root {
 				v2missing = missing
 			}
 		}
 	}
 	dirs := map[string]string{}
 	for _, m := range mounts {
-		if m.fstype != "cgroup" || !under(m.dir, root) {
+		if m.FSType != "cgroup" || !under(m.Point, root) {
 			continue
 		}
 		for _, c := range append(slices.Clone(required), ctlFreezer) {
-			if _, done := dirs[c]; !done && slices.Contains(m.opts, c) {
-				dirs[c] = m.dir
+			if _, done := dirs[c]; !done && slices.Contains(m.SuperOptions, c) {
+				dirs[c] = m.Point
 			}
 		}
 	}
