@@ -267,20 +267,23 @@ func (w *Worker) GetFile(ctx context.Context, id, path string, dst io.Writer) er
 	return nil
 }
 
-// SelfTest is the outcome of a worker's self-test.
+// SelfTest is the outcome of a worker's self-test: Checks holds the checks
+// that ran, NotRun those that could not.
 type SelfTest struct {
 	Passed    bool            `json:"passed"`
 	Checks    map[string]bool `json:"checks"`
+	NotRun    []string        `json:"not_run,omitempty"`
 	Reasons   []string        `json:"reasons"`
 	CheckedAt time.Time       `json:"checked_at"`
 }
 
 // WorkerStatus is the worker's capacity, load and last self-test (nil
-// before the first).
+// before the first), and why slots are out of use (an unverified wipe).
 type WorkerStatus struct {
-	Capacity int       `json:"capacity"`
-	Active   int       `json:"active"`
-	SelfTest *SelfTest `json:"self_test"`
+	Capacity      int       `json:"capacity"`
+	Active        int       `json:"active"`
+	SelfTest      *SelfTest `json:"self_test"`
+	SlotsOutOfUse []string  `json:"slots_out_of_use,omitempty"`
 }
 
 // Status returns the worker's status. Its errors are those of every Worker

@@ -259,7 +259,7 @@ func TestCheckinOnce(t *testing.T) {
 // directory and its cgroup directories.
 func sandboxTraces(id string) []string {
 	var found []string
-	for _, pattern := range []string{"/run/codes-sandbox/rt-*/" + id, "/sys/fs/cgroup/codes-sandbox/" + id, "/sys/fs/cgroup/*/codes-sandbox/" + id} {
+	for _, pattern := range []string{"/run/codes-sandbox/rt-*/" + id, "/sys/fs/cgroup/codes-sandbox/rt-*/" + id, "/sys/fs/cgroup/*/codes-sandbox/rt-*/" + id} {
 		m, _ := filepath.Glob(pattern)
 		found = append(found, m...)
 	}

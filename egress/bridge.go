@@ -14,8 +14,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"openvibe.network/agentsandbox/sandbox"
 )
 
 // Addresses of the bridge inside the sandbox.
@@ -38,10 +36,10 @@ const acceptPause = 50 * time.Millisecond
 // refuses on port 80.
 const refusalTimeout = 10 * time.Second
 
-var _ sandbox.EgressBridge = Bridge
-
 // Bridge runs inside the sandbox: it listens on BridgeAddr and forwards
-// every connection to the proxy socket at socketPath. When transparent, it
+// every connection to the proxy socket at socketPath (a /proc/self/fd path
+// of the init's descriptor of it). It has the signature of
+// sandbox.EgressBridge. When transparent, it
 // also serves a resolver on ResolverAddr (UDP and TCP) that answers every
 // name with a synthetic address of 127.77.0.0/16, and listeners on ports
 // 80 and 443 of every local address that turn a connection to a synthetic
@@ -130,20 +128,32 @@ func startBridge(ctx context.Context, cfg bridgeConfig) (*bridge, error) {
 	return b, nil
 }
 
-// serveListener hands every accepted connection to handle, in its own
-// goroutine, until the listener is closed; other accept errors (out of file
-// descriptors) pause it briefly.
+// maxBridged bounds the connections one bridge listener serves at once;
+// more wait in its listen queue. It keeps the init's descriptors (the
+// sandbox's own, capped) for its control socket however many connections a
+// program of the sandbox opens.
+const maxBridged = 256
+
+// serveListener hands accepted connections to handle, each in its own
+// goroutine, at most maxBridged at a time, until the listener is closed;
+// other accept errors (out of file descriptors) pause it briefly.
 func serveListener(ln net.Listener, handle func(net.Conn)) {
+	sem := make(chan struct{}, maxBridged)
 	for {
+		sem <- struct{}{}
 		c, err := ln.Accept()
 		if errors.Is(err, net.ErrClosed) {
 			return
 		}
 		if err != nil {
+			<-sem
 			time.Sleep(acceptPause)
 			continue
 		}
-		go handle(c)
+		go func() {
+			defer func() { <-sem }()
+			handle(c)
+		}()
 	}
 }
 
@@ -158,15 +168,27 @@ func proxyEnv(addr string) map[string]string {
 	return env
 }
 
-// forward joins an in-sandbox proxy client to the proxy socket.
+// forward joins an in-sandbox proxy client to the proxy socket. When the
+// proxy does not take the connection (the sandbox already has as many as
+// the worker allows), the client is answered 429 with the proxy's reason.
 func (b *bridge) forward(c net.Conn) {
 	defer c.Close()
 	u, err := net.Dial("unix", b.socket)
 	if err != nil {
+		refuseLimit(c)
 		return
 	}
 	defer u.Close()
 	tunnel(c, u, 0)
+}
+
+// refuseLimit answers a client of the bridge that the sandbox is at its
+// connection limit, without reading its request.
+func refuseLimit(c net.Conn) {
+	body := "egress refused: " + ReasonConnLimit + " (the sandbox has as many connections as the worker allows; close some)\n"
+	_ = c.SetWriteDeadline(time.Now().Add(refusalTimeout))
+	_, _ = fmt.Fprintf(c, "HTTP/1.1 429 Too Many Requests\r\nX-Egress-Refused: %s\r\nContent-Type: text/plain; charset=utf-8\r\n"+
+		"Content-Length: %d\r\nConnection: close\r\n\r\n%s", ReasonConnLimit, len(body), body)
 }
 
 // transparent turns a connection to a synthetic address on port into a
@@ -182,6 +204,9 @@ func (b *bridge) transparent(c net.Conn, port uint16) {
 	}
 	u, err := net.Dial("unix", b.socket)
 	if err != nil {
+		if port == 80 {
+			refuseLimit(c)
+		}
 		return
 	}
 	defer u.Close()

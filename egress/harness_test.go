@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"openvibe.network/agentsandbox/internal/syncbuf"
+	"openvibe.network/agentsandbox/internal/unixsock"
 )
 
 // ioTimeout bounds every blocking step of a test; it is generous because
@@ -70,7 +71,8 @@ func (d *dialMap) dialed() []netip.AddrPort {
 // proxyEnv is a proxy attached for one sandbox on a temporary socket.
 type testProxy struct {
 	proxy    *Proxy
-	socket   string
+	sock     *os.File // the O_PATH descriptor Attach returned
+	socket   string   // its /proc/self/fd path, which the test dials
 	dial     *dialMap
 	resolver *fakeResolver
 	reg      *prometheus.Registry
@@ -100,15 +102,16 @@ func newTestProxy(tb testing.TB, mod func(*ProxyConfig)) *testProxy {
 		tb.Fatal(err)
 	}
 	tp.proxy = p
-	tp.socket = filepath.Join(tb.TempDir(), "egress.sock")
-	detach, err := p.Attach(context.Background(), "sbx-test", tp.socket, os.Getuid())
+	sock, detach, err := p.Attach(context.Background(), "sbx-test", filepath.Join(tb.TempDir(), "egress.sock"), os.Getuid())
 	if err != nil {
 		tb.Fatal(err)
 	}
+	tp.sock, tp.socket = sock, unixsock.ProcPath(int(sock.Fd()))
 	tp.detach = detach
 	tb.Cleanup(func() {
 		detach()
 		p.Close()
+		sock.Close()
 	})
 	return tp
 }

@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -44,12 +47,21 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	return m, nil
 }
 
-// finish writes the one log line of a connection and counts it.
-func (p *Proxy) finish(rec *record) {
+// finish counts a connection and writes its one log line, unless the
+// sandbox's log budget is spent (see logLimiter): then the line is counted
+// in the next summary instead.
+func (p *Proxy) finish(a *attachment, rec *record) {
 	verdict := verdictOf(rec.reason)
 	p.metrics.conns.WithLabelValues(verdict, rec.reason).Inc()
 	p.metrics.bytes.WithLabelValues("up").Add(float64(rec.up))
 	p.metrics.bytes.WithLabelValues("down").Add(float64(rec.down))
+	ok, suppressed := a.logs.allow(verdict + "/" + rec.reason)
+	if len(suppressed) > 0 {
+		p.logSuppressed(a.id, suppressed)
+	}
+	if !ok {
+		return
+	}
 	address := ""
 	if rec.address.IsValid() {
 		address = rec.address.Addr().String()
@@ -71,6 +83,19 @@ func (p *Proxy) finish(rec *record) {
 		slog.Int("status", rec.status),
 		slog.Int64("bytes_up", rec.up),
 		slog.Int64("bytes_down", rec.down),
-		slog.Duration("duration", time.Since(rec.start)),
+		slog.Float64("duration_ms", float64(time.Since(rec.start).Microseconds())/1000),
 	)
+}
+
+// logSuppressed writes the summary of a sandbox's connections whose lines
+// were not written, counted by verdict/reason.
+func (p *Proxy) logSuppressed(sandbox string, counts map[string]int) {
+	total := 0
+	attrs := []slog.Attr{slog.String("sandbox", sandbox)}
+	for _, k := range slices.Sorted(maps.Keys(counts)) {
+		total += counts[k]
+		attrs = append(attrs, slog.Int("suppressed_"+strings.ReplaceAll(k, "/", "_"), counts[k]))
+	}
+	attrs = append(attrs, slog.Int("suppressed", total))
+	p.log.LogAttrs(context.Background(), slog.LevelWarn, "egress lines suppressed: the sandbox makes connections faster than its log budget", attrs...)
 }

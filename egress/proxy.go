@@ -12,7 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"openvibe.network/agentsandbox/sandbox"
+	"openvibe.network/agentsandbox/internal/unixsock"
 )
 
 // Defaults of ProxyConfig.
@@ -40,8 +40,11 @@ type ProxyConfig struct {
 	// Registerer gets the metrics (nil: a private registry).
 	Registerer prometheus.Registerer
 	// MaxConns bounds the concurrent connections of one sandbox (default
-	// DefaultMaxConns); more are answered 429.
+	// DefaultMaxConns): more wait in a queue of that length, and past it
+	// the sandbox's connects fail at once (its bridge answers 429).
 	MaxConns int
+	// Now is the clock of the log limiter (default time.Now).
+	Now func() time.Time
 	// IdleTimeout ends a connection with no traffic either way for this long
 	// (default DefaultIdleTimeout).
 	IdleTimeout time.Duration
@@ -57,6 +60,7 @@ type Proxy struct {
 	dial        DialFunc
 	log         *slog.Logger
 	metrics     *metrics
+	now         func() time.Time
 	maxConns    int
 	idleTimeout time.Duration
 	dialTimeout time.Duration
@@ -65,8 +69,6 @@ type Proxy struct {
 	closed   bool
 	attached map[*attachment]struct{}
 }
-
-var _ sandbox.EgressAttacher = (*Proxy)(nil)
 
 // NewProxy returns a Proxy for cfg. Errors: a nil Guard, or metrics that
 // cannot be registered (already registered on cfg.Registerer).
@@ -79,6 +81,7 @@ func NewProxy(cfg ProxyConfig) (*Proxy, error) {
 		dial:        cfg.TestDial,
 		log:         cfg.Logger,
 		maxConns:    cfg.MaxConns,
+		now:         cfg.Now,
 		idleTimeout: cfg.IdleTimeout,
 		dialTimeout: cfg.DialTimeout,
 		attached:    map[*attachment]struct{}{},
@@ -88,6 +91,9 @@ func NewProxy(cfg ProxyConfig) (*Proxy, error) {
 	}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
+	}
+	if p.now == nil {
+		p.now = time.Now
 	}
 	if p.maxConns <= 0 {
 		p.maxConns = DefaultMaxConns
@@ -114,86 +120,96 @@ func NewProxy(cfg ProxyConfig) (*Proxy, error) {
 type attachment struct {
 	id     string
 	ln     *net.UnixListener
-	sem    chan struct{}
+	sem    chan struct{} // one token per connection being served
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	once   sync.Once
+	logs   *logLimiter
 
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
 }
 
-// Attach serves the proxy for sandbox id on a new unix socket at socketPath,
-// owned by uid with mode 0600 (the parent directory should not be writable
-// by others). A stale socket at socketPath is replaced. ctx bounds only the
-// setup; the socket lives until detach (idempotent), which closes the
-// listener and every connection of the sandbox and removes the socket.
-// Errors: ErrClosed, a listen, chown or chmod failure.
-func (p *Proxy) Attach(ctx context.Context, id, socketPath string, uid int) (func(), error) {
+// Attach serves the proxy for sandbox id on a new unix socket that only uid
+// may connect to. The socket is bound at tempPath (in a directory only root
+// can write) just long enough to take an O_PATH descriptor of it, which is
+// returned: the sandbox connects through that descriptor (its init holds a
+// copy at /proc/self/fd/N), and no name on disk leads to the socket. The
+// caller closes sock once it has handed it on. At most MaxConns connections
+// of the sandbox are accepted at a time; more wait in a queue of MaxConns
+// and, past it, are refused by the kernel, so a sandbox can never make the
+// worker hold more descriptors than that. ctx bounds only the setup; the
+// socket lives until detach (idempotent), which closes the listener and
+// every connection of the sandbox. Errors: ErrClosed, or the socket could
+// not be made.
+func (p *Proxy) Attach(ctx context.Context, id, tempPath string, uid int) (sock *os.File, detach func(), err error) {
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("attach %s: %w", id, err)
+		return nil, nil, fmt.Errorf("attach %s: %w", id, err)
 	}
-	if fi, err := os.Lstat(socketPath); err == nil && fi.Mode()&os.ModeSocket != 0 {
-		_ = os.Remove(socketPath)
-	}
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: socketPath, Net: "unix"})
+	h, err := unixsock.Listen(tempPath, p.maxConns, uid)
 	if err != nil {
-		return nil, fmt.Errorf("attach %s: %w", id, err)
+		return nil, nil, fmt.Errorf("attach %s: %w", id, err)
 	}
-	ln.SetUnlinkOnClose(true)
-	// Attach runs before the sandbox starts, but never follow a symlink put
-	// in the socket's place anyway: change only the socket just made.
-	if fi, err := os.Lstat(socketPath); err != nil || fi.Mode()&os.ModeSocket == 0 {
-		_ = ln.Close()
-		return nil, fmt.Errorf("attach %s: %s is no longer the proxy's socket", id, socketPath)
+	fl, err := net.FileListener(h.Listener)
+	h.Listener.Close() // FileListener holds its own copy
+	if err != nil {
+		h.Path.Close()
+		return nil, nil, fmt.Errorf("attach %s: %w", id, err)
 	}
-	if err := os.Chmod(socketPath, 0o600); err != nil {
-		_ = ln.Close()
-		return nil, fmt.Errorf("attach %s: %w", id, err)
-	}
-	if err := os.Lchown(socketPath, uid, -1); err != nil {
-		_ = ln.Close()
-		return nil, fmt.Errorf("attach %s: %w", id, err)
-	}
-	a := &attachment{id: id, ln: ln, sem: make(chan struct{}, p.maxConns), conns: map[net.Conn]struct{}{}}
+	ln := fl.(*net.UnixListener)
+	a := &attachment{id: id, ln: ln, sem: make(chan struct{}, p.maxConns), conns: map[net.Conn]struct{}{},
+		logs: newLogLimiter(p.now)}
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
 		_ = ln.Close()
-		return nil, ErrClosed
+		h.Path.Close()
+		return nil, nil, ErrClosed
 	}
 	p.attached[a] = struct{}{}
 	p.mu.Unlock()
 	p.metrics.attached.Inc()
 	a.wg.Add(1)
 	go p.accept(a)
-	return func() { p.detach(a) }, nil
+	return h.Path, func() { p.detach(a) }, nil
 }
 
+// accept serves a's connections, taking a connection only once one of the
+// sandbox's MaxConns tokens is free: until then the sandbox's connections
+// wait in the listen queue, which costs the worker nothing.
 func (p *Proxy) accept(a *attachment) {
 	defer a.wg.Done()
 	for {
+		select {
+		case a.sem <- struct{}{}:
+		case <-a.ctx.Done():
+			return
+		}
 		c, err := a.ln.Accept()
 		if a.ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
 			if c != nil {
 				_ = c.Close()
 			}
+			<-a.sem
 			return
 		}
 		if err != nil {
+			<-a.sem
 			p.log.Error("egress accept", "sandbox", a.id, "err", err)
 			time.Sleep(acceptPause)
 			continue
 		}
 		if !a.track(c) {
 			_ = c.Close()
+			<-a.sem
 			return
 		}
 		a.wg.Add(1)
 		go func() {
 			defer a.wg.Done()
+			defer func() { <-a.sem }()
 			defer a.untrack(c)
 			p.serve(a, c)
 		}()
@@ -229,6 +245,9 @@ func (p *Proxy) detach(a *attachment) {
 		a.mu.Unlock()
 		_ = a.ln.Close()
 		a.wg.Wait()
+		if s := a.logs.flush(); len(s) > 0 {
+			p.logSuppressed(a.id, s)
+		}
 		p.mu.Lock()
 		delete(p.attached, a)
 		p.mu.Unlock()

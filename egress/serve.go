@@ -34,33 +34,30 @@ type record struct {
 	start                   time.Time
 }
 
-// serve handles one connection of a sandbox: one request, then close.
+// requestTimeout bounds the reading of a request's line and header: a
+// client that sends nothing for that long is closed.
+const requestTimeout = 10 * time.Second
+
+// serve handles one connection of a sandbox: one request, then close. A
+// connection that is not a proxy request is closed at once, unanswered, and
+// nothing it sent is logged (not its bytes, not the parser's quote of
+// them).
 func (p *Proxy) serve(a *attachment, c net.Conn) {
 	rec := &record{sandbox: a.id, start: time.Now()}
-	select {
-	case a.sem <- struct{}{}:
-		defer func() { <-a.sem }()
-	default:
-		// Read the request first (briefly) so that the client reads the answer.
-		_ = c.SetReadDeadline(time.Now().Add(answerTimeout))
-		if req, err := http.ReadRequest(bufio.NewReader(io.LimitReader(c, maxHeaderBytes))); err == nil {
-			rec.method, rec.target = req.Method, req.RequestURI
-		}
-		p.answer(c, rec, ReasonConnLimit, fmt.Sprintf("more than %d connections", p.maxConns))
-		p.finish(rec)
-		return
-	}
-	mc := &meter{Conn: c, idle: p.idleTimeout}
+	_ = c.SetReadDeadline(time.Now().Add(requestTimeout))
+	mc := &meter{Conn: c}
 	lr := &io.LimitedReader{R: mc, N: maxHeaderBytes}
 	br := bufio.NewReader(lr)
-	req, err := http.ReadRequest(br)
+	req, err := readRequest(br)
 	lr.N = math.MaxInt64 // the header is read; the body is not bounded here
+	mc.idle = p.idleTimeout
+	_ = c.SetReadDeadline(time.Time{})
 	if errors.Is(err, io.EOF) {
 		return // closed before a byte: a probe, not a request
 	}
 	if err != nil {
-		p.answer(c, rec, ReasonBadRequest, err.Error())
-		p.finish(rec)
+		rec.reason, rec.detail = ReasonBadRequest, "not an HTTP proxy request"
+		p.finish(a, rec)
 		return
 	}
 	rec.method = req.Method
@@ -71,7 +68,37 @@ func (p *Proxy) serve(a *attachment, c net.Conn) {
 		p.forward(a, mc, req, rec)
 	}
 	p.metrics.active.Dec()
-	p.finish(rec)
+	p.finish(a, rec)
+}
+
+// errNotHTTP is returned by readRequest for a connection that does not
+// start with an HTTP method and a space.
+var errNotHTTP = errors.New("not an HTTP request")
+
+// maxMethod bounds the method token readRequest looks at.
+const maxMethod = 16
+
+// readRequest reads a request, giving up at once on a connection that does
+// not start like one (an upper-case method, then a space): binary data is
+// refused at its first bytes instead of being read up to a line end.
+func readRequest(br *bufio.Reader) (*http.Request, error) {
+	for i := 0; ; i++ {
+		b, err := br.Peek(i + 1)
+		if err != nil {
+			if i == 0 {
+				return nil, err
+			}
+			return nil, errNotHTTP
+		}
+		c := b[i]
+		if i > 0 && c == ' ' {
+			break
+		}
+		if c < 'A' || c > 'Z' || i == maxMethod {
+			return nil, errNotHTTP
+		}
+	}
+	return http.ReadRequest(br)
 }
 
 // connect answers a CONNECT: check, dial, 200, then a tunnel.

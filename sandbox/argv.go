@@ -8,23 +8,25 @@ import (
 
 // Paths inside every sandbox.
 const (
-	// Workspace is the sandbox's size-capped tmpfs, its home and working
-	// directory.
+	// Workspace is the sandbox's working directory and home: a directory of
+	// the sandbox's one size- and inode-capped tmpfs.
 	Workspace = "/workspace"
-	// ControlDir is where the per-sandbox host directory (control socket,
-	// egress socket) is bound inside the sandbox.
-	ControlDir = "/.sandbox"
-	// InitPath is where the init binary is bound inside the sandbox.
+	// InitPath is where the init binary is bound (read-only) inside the
+	// sandbox.
 	InitPath = "/.init"
-	// EgressSocket is the egress proxy socket as the init sees it.
-	EgressSocket = ControlDir + "/egress.sock"
 	// SandboxUID and SandboxGID are the user and group of the sandbox's
 	// processes as seen inside (mapped to the slot's host uid).
 	SandboxUID = 1000
 	SandboxGID = 1000
-
-	controlSocket = ControlDir + "/ctl.sock"
 )
+
+// The writable directories of a sandbox: each is a directory of the one
+// tmpfs the runtime mounts for it (BwrapSpec.WritableDir), bound at its path.
+var writableDirs = []struct{ name, path string }{
+	{"workspace", Workspace},
+	{"tmp", "/tmp"},
+	{"shm", "/dev/shm"},
+}
 
 // BwrapSpec is everything Argv needs: the resolved options of one sandbox
 // and the host paths of its parts.
@@ -33,21 +35,22 @@ type BwrapSpec struct {
 	// InitPath); InitArgs are its arguments after the program name.
 	InitBinary string
 	InitArgs   []string
-	// ControlDir is the per-sandbox host directory bound at ControlDir.
-	ControlDir string
-	// Command, when set, is run instead of the init (a one-command sandbox,
-	// see Runtime.Run); InitBinary, InitArgs and ControlDir are then unused.
-	Command []string
+	// WritableDir is the root of the sandbox's tmpfs on the host (mounted by
+	// the runtime with a size and an inode cap); its directories workspace,
+	// tmp and shm are bound at /workspace, /tmp and /dev/shm. Nothing else
+	// the sandbox sees is writable.
+	WritableDir string
+	// PtsDir is the sandbox's own devpts instance on the host (mounted by the
+	// runtime with a pty cap), bound at /dev/pts.
+	PtsDir string
 	// EtcDir is the prepared /etc (see buildEtc), bound read-only.
 	EtcDir string
 	// UsrLinks maps top-level names to their symlink targets, e.g.
 	// "bin" -> "usr/bin" (the host's merged-/usr layout).
 	UsrLinks map[string]string
-	// DiskBytes caps /workspace, TmpBytes /tmp and /dev/shm.
-	DiskBytes int64
-	TmpBytes  int64
-	Hostname  string
+	Hostname string
 	// Env is the init's whole environment (bwrap --clearenv, then these).
+	// It holds no secret: Options.Env reaches the init through its spec.
 	Env map[string]string
 	// SeccompFD is the fd bwrap reads the BPF program from.
 	SeccompFD int
@@ -57,16 +60,21 @@ type BwrapSpec struct {
 	BlockFD int
 }
 
-// Argv returns the bubblewrap arguments (without the program name) for spec:
-// every namespace unshared and nested user namespaces disabled, all
-// capabilities dropped, a new session, die-with-parent, the command as the
-// sandbox's pid 1 (so that bubblewrap's own process reaps it: no orphan is
-// left for the host's init when the sandbox ends), a cleared
-// environment, a read-only view of /usr and the few /etc files programs need,
-// fresh /proc and /dev, tmpfs /workspace and /tmp, the sandbox user, the
-// seccomp filter, and the init (or spec.Command) as the command. It is a
-// pure function.
-func Argv(spec BwrapSpec) []string {
+// Argv returns the bubblewrap options and command (without the program
+// name) for spec: every namespace unshared and nested user namespaces
+// disabled, all capabilities dropped, a new session, die-with-parent, the
+// command as the sandbox's pid 1 (so that bubblewrap's own process reaps
+// it: no orphan is left for the host's init when the sandbox ends), a
+// cleared environment, a read-only view of /usr and the few /etc files
+// programs need, fresh /proc, a /dev that is read-only but for the
+// sandbox's own capped devpts and /dev/shm, the capped tmpfs directories at
+// /workspace and /tmp, the sandbox user, the seccomp filter; and the init
+// as the command (for a one-command sandbox, InitArgs make it set the
+// limits and become the command). It is a pure function. The runtime
+// hands the options to bubblewrap through `--args FD`, never on a command
+// line (they hold the environment); the command follows `--` on bwrap's
+// own command line, as bubblewrap requires.
+func Argv(spec BwrapSpec) (options, command []string) {
 	a := []string{
 		"--unshare-all", "--unshare-user", "--disable-userns",
 		"--cap-drop", "ALL",
@@ -86,14 +94,14 @@ func Argv(spec BwrapSpec) []string {
 		"--ro-bind", spec.EtcDir, "/etc",
 		"--proc", "/proc",
 		"--dev", "/dev",
-		"--size", strconv.FormatInt(spec.TmpBytes, 10), "--tmpfs", "/dev/shm",
-		"--size", strconv.FormatInt(spec.TmpBytes, 10), "--tmpfs", "/tmp",
-		"--size", strconv.FormatInt(spec.DiskBytes, 10), "--tmpfs", Workspace,
+		"--dev-bind", spec.PtsDir, "/dev/pts",
 	)
-	if len(spec.Command) == 0 {
-		a = append(a, "--bind", spec.ControlDir, ControlDir, "--ro-bind", spec.InitBinary, InitPath)
+	for _, d := range writableDirs {
+		a = append(a, "--bind", spec.WritableDir+"/"+d.name, d.path)
 	}
+	a = append(a, "--ro-bind", spec.InitBinary, InitPath)
 	a = append(a,
+		"--remount-ro", "/dev",
 		"--remount-ro", "/",
 		"--chdir", Workspace,
 		"--seccomp", strconv.Itoa(spec.SeccompFD),
@@ -104,9 +112,19 @@ func Argv(spec BwrapSpec) []string {
 	if spec.BlockFD > 0 {
 		a = append(a, "--block-fd", strconv.Itoa(spec.BlockFD))
 	}
-	if len(spec.Command) > 0 {
-		return append(append(a, "--"), spec.Command...)
+	return a, append([]string{InitPath}, spec.InitArgs...)
+}
+
+// argsFile encodes options for `bwrap --args FD`: every argument followed
+// by a NUL byte (none may hold one: resolve refuses NUL in the env).
+func argsFile(argv []string) []byte {
+	n := 0
+	for _, s := range argv {
+		n += len(s) + 1
 	}
-	a = append(a, "--", InitPath)
-	return append(a, spec.InitArgs...)
+	out := make([]byte, 0, n)
+	for _, s := range argv {
+		out = append(append(out, s...), 0)
+	}
+	return out
 }

@@ -9,121 +9,85 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"openvibe.network/agentsandbox"
 )
 
 func testSpec() BwrapSpec {
 	return BwrapSpec{
-		InitBinary: "/run/cs/rt-1/init",
-		InitArgs:   []string{initMarker, `{"ready_fd":4}`},
-		ControlDir: "/run/cs/rt-1/abc",
-		EtcDir:     "/run/cs/etc-0123",
-		UsrLinks:   map[string]string{"lib": "usr/lib", "bin": "usr/bin"},
-		DiskBytes:  512 << 20,
-		TmpBytes:   64 << 20,
-		Hostname:   "sandbox",
-		Env:        map[string]string{"PATH": "/usr/bin", "HOME": Workspace},
-		SeccompFD:  3,
+		InitBinary:  "/run/cs/rt-1/init",
+		InitArgs:    []string{initMarker},
+		WritableDir: "/run/cs/rt-1/abc/fs",
+		PtsDir:      "/run/cs/rt-1/abc/pts",
+		EtcDir:      "/run/cs/etc-0123",
+		UsrLinks:    map[string]string{"lib": "usr/lib", "bin": "usr/bin"},
+		Hostname:    "sandbox",
+		Env:         map[string]string{"PATH": "/usr/bin", "HOME": Workspace},
+		SeccompFD:   3,
 	}
 }
 
-// hasSeq reports whether seq appears contiguously in argv.
-func hasSeq(argv []string, seq ...string) bool {
-	for i := 0; i+len(seq) <= len(argv); i++ {
-		if slices.Equal(argv[i:i+len(seq)], seq) {
-			return true
-		}
-	}
-	return false
-}
-
+// TestArgv compares whole option lists: the order matters (the writable
+// binds and the init's bind must come before `--remount-ro /`, and /dev/pts
+// and /dev/shm before `--remount-ro /dev`), and nothing may be added.
 func TestArgv(t *testing.T) {
+	base := []string{
+		"--unshare-all", "--unshare-user", "--disable-userns",
+		"--cap-drop", "ALL",
+		"--new-session", "--die-with-parent", "--as-pid-1",
+		"--uid", "1000", "--gid", "1000",
+		"--hostname", "sandbox",
+		"--clearenv",
+		"--setenv", "HOME", "/workspace", "--setenv", "PATH", "/usr/bin",
+		"--ro-bind", "/usr", "/usr",
+		"--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
+		"--ro-bind", "/run/cs/etc-0123", "/etc",
+		"--proc", "/proc",
+		"--dev", "/dev",
+		"--dev-bind", "/run/cs/rt-1/abc/pts", "/dev/pts",
+		"--bind", "/run/cs/rt-1/abc/fs/workspace", "/workspace",
+		"--bind", "/run/cs/rt-1/abc/fs/tmp", "/tmp",
+		"--bind", "/run/cs/rt-1/abc/fs/shm", "/dev/shm",
+		"--ro-bind", "/run/cs/rt-1/init", "/.init",
+		"--remount-ro", "/dev",
+		"--remount-ro", "/",
+		"--chdir", "/workspace",
+		"--seccomp", "3",
+	}
 	for _, tc := range []struct {
-		name   string
-		edit   func(*BwrapSpec)
-		want   [][]string // contiguous sequences that must appear
-		absent []string   // arguments that must not appear
+		name        string
+		edit        func(*BwrapSpec)
+		wantOptions []string
+		wantCommand []string
 	}{
-		{
-			name: "Isolation",
-			want: [][]string{
-				{"--unshare-all", "--unshare-user", "--disable-userns"},
-				{"--cap-drop", "ALL"}, {"--new-session"}, {"--die-with-parent"}, {"--as-pid-1"},
-				{"--uid", "1000", "--gid", "1000"}, {"--clearenv"},
-				{"--seccomp", "3"}, {"--hostname", "sandbox"},
-			},
-			absent: []string{"--share-net", "--cap-add", "--info-fd", "--block-fd"},
-		},
-		{
-			name: "Filesystem",
-			want: [][]string{
-				{"--ro-bind", "/usr", "/usr"},
-				{"--symlink", "usr/bin", "/bin"}, {"--symlink", "usr/lib", "/lib"},
-				{"--ro-bind", "/run/cs/etc-0123", "/etc"},
-				{"--proc", "/proc"}, {"--dev", "/dev"},
-				{"--size", "67108864", "--tmpfs", "/tmp"},
-				{"--size", "67108864", "--tmpfs", "/dev/shm"},
-				{"--size", "536870912", "--tmpfs", "/workspace"},
-				{"--bind", "/run/cs/rt-1/abc", "/.sandbox"},
-				{"--ro-bind", "/run/cs/rt-1/init", "/.init"},
-				{"--remount-ro", "/"}, {"--chdir", "/workspace"},
-			},
-			absent: []string{"/home", "/root", "/run", "/var", "/etc/shadow", "/etc/ssh", "/sys", "/"},
-		},
-		{
-			name: "EnvironmentSorted",
-			want: [][]string{{"--clearenv", "--setenv", "HOME", "/workspace", "--setenv", "PATH", "/usr/bin"}},
-		},
-		{
-			name: "InitLast",
-			want: [][]string{{"--", "/.init", initMarker, `{"ready_fd":4}`}},
-		},
-		{
-			name: "EgressHandshake",
-			edit: func(s *BwrapSpec) { s.InfoFD, s.BlockFD = 5, 6 },
-			want: [][]string{{"--info-fd", "5"}, {"--block-fd", "6"}},
-		},
-		{
-			name: "DiskSize",
-			edit: func(s *BwrapSpec) { s.DiskBytes = 8 << 20 },
-			want: [][]string{{"--size", "8388608", "--tmpfs", "/workspace"}},
-		},
+		{"Init", nil, base, []string{"/.init", initMarker}},
+		{"Handshake", func(s *BwrapSpec) { s.InfoFD, s.BlockFD = 4, 5 },
+			append(slices.Clone(base), "--info-fd", "4", "--block-fd", "5"), []string{"/.init", initMarker}},
+		{"OneCommand", func(s *BwrapSpec) { s.InitArgs = []string{execMarker, "4096", "--", "sh", "-c", "--setenv"} },
+			base, []string{"/.init", execMarker, "4096", "--", "sh", "-c", "--setenv"}},
+		{"EnvValueLooksLikeAnOption", func(s *BwrapSpec) { s.Env = map[string]string{"X": "--bind"} },
+			slices.Concat(base[:15], []string{"--setenv", "X", "--bind"}, base[21:]), []string{"/.init", initMarker}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := testSpec()
 			if tc.edit != nil {
 				tc.edit(&spec)
 			}
-			argv := Argv(spec)
-			for _, seq := range tc.want {
-				if !hasSeq(argv, seq...) {
-					t.Errorf("argv lacks %q:\n%q", seq, argv)
-				}
+			options, command := Argv(spec)
+			if diff := cmp.Diff(tc.wantOptions, options); diff != "" {
+				t.Errorf("options (-want +got):\n%s", diff)
 			}
-			for _, a := range tc.absent {
-				// "/" may appear only as the target of --remount-ro.
-				for i, x := range argv {
-					if x == a && !(a == "/" && i > 0 && argv[i-1] == "--remount-ro") {
-						t.Errorf("argv has %q at %d:\n%q", a, i, argv)
-					}
-				}
-			}
-			if argv[len(argv)-3] != "/.init" {
-				t.Errorf("the init is not the command: %q", argv[len(argv)-4:])
+			if diff := cmp.Diff(tc.wantCommand, command); diff != "" {
+				t.Errorf("command (-want +got):\n%s", diff)
 			}
 		})
 	}
 }
 
-func TestArgvHostPathsOnlyReadOnly(t *testing.T) {
-	argv := Argv(testSpec())
-	for i, a := range argv {
-		if a == "--bind" && argv[i+2] != ControlDir {
-			t.Errorf("writable bind of %q to %q", argv[i+1], argv[i+2])
-		}
-		if a == "--dev-bind" || a == "--dev-bind-try" || a == "--bind-try" {
-			t.Errorf("argv has %s", a)
-		}
+func TestArgsFile(t *testing.T) {
+	got := argsFile([]string{"--setenv", "K", "a b", ""})
+	if want := "--setenv\x00K\x00a b\x00\x00"; string(got) != want {
+		t.Fatalf("got %q, want %q", got, want)
 	}
 }
 
@@ -143,6 +107,7 @@ func TestResolve(t *testing.T) {
 		{"ErrPidsTooFew", Options{Limits: agentsandbox.Limits{Pids: 8}}, Options{}, "at least 16"},
 		{"ErrMemoryTooSmall", Options{Limits: agentsandbox.Limits{MemoryMB: 4}}, Options{}, "at least 16"},
 		{"ErrEnvName", Options{Env: map[string]string{"": "x"}}, Options{}, "env"},
+		{"ErrEnvValueNUL", Options{Env: map[string]string{"K": "a\x00--bind"}}, Options{}, "NUL"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := resolve(tc.in)

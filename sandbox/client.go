@@ -9,12 +9,10 @@ import (
 	"io"
 	"io/fs"
 	"net"
-	"path/filepath"
-	"strconv"
 	"time"
 
-	"golang.org/x/sys/unix"
 	"openvibe.network/agentsandbox"
+	"openvibe.network/agentsandbox/internal/unixsock"
 )
 
 // Exec runs req in sandbox id with req.Stdin as its standard input,
@@ -176,36 +174,18 @@ func (r *Runtime) request(ctx context.Context, b *box, req controlRequest) (c ne
 	return c, fw, end, nil
 }
 
-// dial connects to b's control socket.
+// dial connects to b's control socket through the descriptor the runtime
+// kept of it: the socket has no name on disk, so nothing the sandbox does
+// can put another socket in its place.
 func (r *Runtime) dial(ctx context.Context, b *box) (net.Conn, error) {
-	c, err := dialSocketNoFollow(ctx, filepath.Join(b.dir, "ctl.sock"))
+	if b.control == nil {
+		return nil, fmt.Errorf("connect to sandbox %s: it has no control socket", b.id)
+	}
+	c, err := unixsock.Dial(ctx, b.control)
 	if err != nil {
 		return nil, fmt.Errorf("connect to sandbox %s: %w", b.id, err)
 	}
 	return c, nil
-}
-
-// dialSocketNoFollow connects to the unix socket at path without following
-// a symlink in its last component: the sandbox owns its control directory
-// and could put there a link to any socket of the host, which this root
-// process would otherwise connect to. The socket is opened by an O_PATH
-// descriptor, checked, and reached through /proc/self/fd, so it cannot be
-// swapped between the check and the connect.
-func dialSocketNoFollow(ctx context.Context, path string) (net.Conn, error) {
-	fd, err := unix.Open(path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
-	}
-	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, &fs.PathError{Op: "stat", Path: path, Err: err}
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFSOCK {
-		return nil, fmt.Errorf("%s is not a socket", path)
-	}
-	var d net.Dialer
-	return d.DialContext(ctx, "unix", "/proc/self/fd/"+strconv.Itoa(fd))
 }
 
 // errOutput wraps a failure to write a command's output or a file's content

@@ -2,8 +2,6 @@ package sandbox
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -31,19 +29,26 @@ const (
 
 // box is one running sandbox.
 type box struct {
-	id     string
-	info   Info
-	slot   *slot
-	opts   Options
-	group  *cgroup.Group
-	dir    string // host control directory
-	cmd    *exec.Cmd
-	exited chan struct{} // closed once bubblewrap exited
-	wiped  chan struct{} // closed once the wipe finished
-	stderr *tailBuffer
-	detach func()
-	timer  *time.Timer
-	direct *directRun // set for a one-command sandbox (Runtime.Run)
+	id    string
+	info  Info
+	slot  *slot
+	opts  Options
+	group *cgroup.Group
+	dir   string // the sandbox's host directory (see boxdir.go)
+	// dirMade is set once the host directory exists (the wipe removes it).
+	dirMade bool
+	// control is an O_PATH descriptor of the control socket the init
+	// accepts on; the runtime connects through it (unixsock.Dial).
+	control *os.File
+	// initPid is the host pid of the sandbox's pid 1 (the init).
+	initPid int
+	cmd     *exec.Cmd
+	exited  chan struct{} // closed once bubblewrap exited
+	wiped   chan struct{} // closed once the wipe finished
+	stderr  *tailBuffer
+	detach  func()
+	timer   *time.Timer
+	direct  *directRun // set for a one-command sandbox (Runtime.Run)
 
 	mu     sync.Mutex
 	reason string // why the sandbox ended: time_box, deleted, memory, exited
@@ -96,9 +101,12 @@ func resolve(o Options) (Options, error) {
 	if l.MemoryMB < 16 {
 		return o, fmt.Errorf("limit memory_mb is %d; a sandbox needs at least 16", l.MemoryMB)
 	}
-	for k := range o.Env {
+	for k, v := range o.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
 			return o, fmt.Errorf("env name %q is invalid", k)
+		}
+		if strings.IndexByte(v, 0) >= 0 {
+			return o, fmt.Errorf("env value of %q contains a NUL byte", k)
 		}
 	}
 	return o, nil
@@ -150,23 +158,22 @@ func (r *Runtime) Create(ctx context.Context, opts Options) (Info, error) {
 	return b.info, nil
 }
 
-// claim takes a free slot for a new sandbox.
+// claim takes a free slot for a new sandbox: the self-test's own slot for
+// a sandbox with opts.SelfTest, else one of the others.
 func (r *Runtime) claim(opts Options) (*box, error) {
-	var raw [10]byte
-	_, _ = rand.Read(raw[:])
-	id := hex.EncodeToString(raw[:])
+	id := randomID()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
 		return nil, errors.New("create sandbox: runtime is closed")
 	}
 	for _, s := range r.slots {
-		if s.box != nil || s.broken != "" {
+		if s.box != nil || s.broken != "" || s.selfTest != opts.SelfTest {
 			continue
 		}
 		now := r.cfg.Now()
 		b := &box{
-			id: id, slot: s, opts: opts, dir: r.controlPath(id),
+			id: id, slot: s, opts: opts, dir: r.boxPath(id),
 			exited: make(chan struct{}), wiped: make(chan struct{}),
 			info: Info{
 				ID: id, Slot: s.index, HostUID: s.uid, Egress: opts.Egress,
@@ -240,15 +247,4 @@ func (t *tailBuffer) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return string(t.buf)
-}
-
-// mkControlDir makes the sandbox's control directory, owned by its uid.
-func mkControlDir(dir string, uid int) error {
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		return fmt.Errorf("control dir: %w", err)
-	}
-	if err := os.Chown(dir, uid, uid); err != nil {
-		return fmt.Errorf("control dir: %w", err)
-	}
-	return nil
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"os"
 	"sort"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"openvibe.network/agentsandbox"
+	"openvibe.network/agentsandbox/internal/unixsock"
 )
 
 // signalWriter reports on a channel once what was written contains want.
@@ -205,20 +205,16 @@ type fakeAttacher struct {
 	attached map[string]bool
 }
 
-func (f *fakeAttacher) Attach(_ context.Context, id, socketPath string, uid int) (func(), error) {
-	ln, err := net.Listen("unix", socketPath)
+func (f *fakeAttacher) Attach(_ context.Context, id, tempPath string, uid int) (*os.File, func(), error) {
+	h, err := unixsock.Listen(tempPath, 4, uid)
 	if err != nil {
-		return nil, err
-	}
-	if err := os.Chown(socketPath, uid, uid); err != nil {
-		ln.Close()
-		return nil, err
+		return nil, nil, err
 	}
 	f.mu.Lock()
 	f.attached[id] = true
 	f.mu.Unlock()
-	return func() {
-		ln.Close()
+	return h.Path, func() {
+		h.Listener.Close()
 		f.mu.Lock()
 		delete(f.attached, id)
 		f.mu.Unlock()

@@ -10,22 +10,31 @@ import (
 	"math"
 	"net"
 	"os"
+	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
 
-// initSpec is the init's argument.
+// initSpec is what the init is told, through its spec descriptor (fdSpec):
+// never on a command line, where every user of the host could read it.
 type initSpec struct {
 	// Env is the sandbox's Options.Env, added to every command.
 	Env map[string]string `json:"env,omitempty"`
 	// Egress makes the init run the bridge before its first command.
 	Egress bool `json:"egress,omitempty"`
-	// ReadyFD is the inherited pipe the init writes one byte to, and closes,
-	// once it accepts commands.
-	ReadyFD int `json:"ready_fd"`
+	// MaxOpenFiles is the descriptor limit of the init and of every
+	// process of the sandbox (see capSelf).
+	MaxOpenFiles int `json:"max_open_files"`
 }
+
+// maxSpec bounds the init's spec (the environment is at most a few hundred
+// KiB).
+const maxSpec = 4 << 20
 
 // initServer serves the control socket inside the sandbox.
 type initServer struct {
@@ -35,14 +44,28 @@ type initServer struct {
 }
 
 // RunInit is the init of a sandbox, run inside it as the sandbox user: it
-// starts the egress bridge when the sandbox has egress (hooks.Bridge), listens
-// on the control socket, signals readiness to the runtime and then serves
-// exec and file requests until the sandbox is killed. arg is the JSON
-// initSpec. It returns an exit code only when it cannot start.
-func RunInit(arg string, hooks InitHooks) int {
+// makes itself undumpable (so no process of the sandbox can read or write
+// its memory or borrow its descriptors through /proc, even on a host
+// without Yama), takes the signals a sandbox process could send it, reads
+// its spec, caps its limits (which every process of the sandbox inherits),
+// starts the egress bridge when the sandbox has egress
+// (hooks.Bridge), signals readiness to the runtime and then serves exec and
+// file requests on the control socket the runtime made (fdControl) until the
+// sandbox is killed. It returns an exit code only when it cannot start.
+func RunInit(hooks InitHooks) int {
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return initFail("make the init undumpable", err)
+	}
+	holdSignals()
 	var spec initSpec
-	if err := json.Unmarshal([]byte(arg), &spec); err != nil {
-		return initFail("decode spec", err)
+	specFile := os.NewFile(fdSpec, "spec")
+	err := json.NewDecoder(io.LimitReader(specFile, maxSpec)).Decode(&spec)
+	specFile.Close()
+	if err != nil {
+		return initFail("read spec", err)
+	}
+	if err := capSelf(spec.MaxOpenFiles); err != nil {
+		return initFail("cap limits", err)
 	}
 	env := map[string]string{}
 	for _, kv := range os.Environ() {
@@ -50,8 +73,9 @@ func RunInit(arg string, hooks InitHooks) int {
 			env[k] = v
 		}
 	}
-	// No descriptor but the standard streams reaches a command (the ready
-	// pipe is written below through its own handle).
+	// No descriptor but the standard streams reaches a command: the init's
+	// own (ready, control, egress, and whatever bubblewrap left open) are
+	// marked close-on-exec.
 	_ = unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC)
 	// The init is pid 1: it reaps from the start (before the bridge, which
 	// might start processes).
@@ -61,7 +85,7 @@ func RunInit(arg string, hooks InitHooks) int {
 		if hooks.Bridge == nil {
 			return initFail("start egress bridge", errors.New("this program has no egress bridge"))
 		}
-		benv, err := hooks.Bridge(ctx, EgressSocket, true)
+		benv, err := hooks.Bridge(ctx, "/proc/self/fd/"+strconv.Itoa(fdEgress), true)
 		if err != nil {
 			return initFail("start egress bridge", err)
 		}
@@ -72,12 +96,13 @@ func RunInit(arg string, hooks InitHooks) int {
 	if err != nil {
 		return initFail("open workspace", err)
 	}
-	_ = os.Remove(controlSocket)
-	ln, err := net.Listen("unix", controlSocket)
+	ctlFile := os.NewFile(fdControl, "control")
+	ln, err := net.FileListener(ctlFile)
+	ctlFile.Close() // FileListener holds its own copy
 	if err != nil {
-		return initFail("listen", err)
+		return initFail("control socket", err)
 	}
-	ready := os.NewFile(uintptr(spec.ReadyFD), "ready")
+	ready := os.NewFile(fdReady, "ready")
 	if _, err := ready.Write([]byte{'R'}); err != nil {
 		return initFail("signal ready", err)
 	}
@@ -86,10 +111,34 @@ func RunInit(arg string, hooks InitHooks) int {
 	for {
 		c, err := ln.Accept()
 		if err != nil {
-			return initFail("accept", err)
+			if errors.Is(err, net.ErrClosed) {
+				return initFail("accept", err)
+			}
+			time.Sleep(acceptPause) // out of descriptors: the runtime retries
+			continue
 		}
 		go s.serve(c)
 	}
+}
+
+// acceptPause is how long the init waits after a failed accept.
+const acceptPause = 10 * time.Millisecond
+
+// holdSignals installs a handler for every signal that would end the init
+// by default, and drops what arrives: the init is the sandbox's pid 1, so
+// only signals it handles reach it from inside, and a process of the
+// sandbox must not end it (and with it every running command) by sending
+// one. Handlers, unlike ignored signals, are not inherited by the commands
+// the init starts.
+func holdSignals() {
+	ch := make(chan os.Signal, 16)
+	signal.Notify(ch, syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM, syscall.SIGQUIT,
+		syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGALRM, syscall.SIGVTALRM, syscall.SIGXCPU,
+		syscall.SIGXFSZ, syscall.SIGPWR, syscall.SIGIO, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU)
+	go func() {
+		for range ch {
+		}
+	}()
 }
 
 func initFail(op string, err error) int {

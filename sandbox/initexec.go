@@ -20,8 +20,9 @@ import (
 const waitDelay = time.Second
 
 // exec runs one command for the client: stdin from the client's data
-// frames, stdout and stderr streamed back as they arrive, its process group
-// killed on timeout or when the client goes away.
+// frames, stdout and stderr streamed back as they arrive. The command leads
+// a session and process group of its own; on timeout, or when the client
+// goes away, it and everything it started (see killTree) are killed.
 func (s *initServer) exec(req controlRequest, fr *frameReader, fw *frameWriter) controlDone {
 	if len(req.Argv) == 0 || req.Argv[0] == "" {
 		return controlDone{Code: codeInvalid, Error: "empty argv"}
@@ -42,7 +43,7 @@ func (s *initServer) exec(req controlRequest, fr *frameReader, fw *frameWriter) 
 		Args:        req.Argv,
 		Env:         env,
 		Dir:         dir,
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
 	}
 	p, err := newCommandPipes(cmd)
 	if err != nil {
@@ -56,7 +57,7 @@ func (s *initServer) exec(req controlRequest, fr *frameReader, fw *frameWriter) 
 		_ = drain(fr, nil)
 		return controlDone{ExitCode: exitCodeOf(err)}
 	}
-	k := &groupKiller{pgid: cmd.Process.Pid}
+	k := &treeKiller{leader: cmd.Process.Pid}
 	go func() {
 		err := drain(fr, stdinWriter{p.stdin})
 		_ = p.stdin.Close()
@@ -82,16 +83,16 @@ func (s *initServer) exec(req controlRequest, fr *frameReader, fw *frameWriter) 
 	return done
 }
 
-// groupKiller kills a command's process group once, and never after the
-// command was waited for.
-type groupKiller struct {
+// treeKiller kills a command's tree once, and never after the command was
+// waited for (its pid could then be another's).
+type treeKiller struct {
 	mu       sync.Mutex
-	pgid     int
+	leader   int
 	reason   string
 	finished bool
 }
 
-func (k *groupKiller) kill(why string) {
+func (k *treeKiller) kill(why string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.finished {
@@ -100,12 +101,12 @@ func (k *groupKiller) kill(why string) {
 	if k.reason == "" {
 		k.reason = why
 	}
-	_ = syscall.Kill(-k.pgid, syscall.SIGKILL)
+	killTree("/proc", k.leader)
 }
 
 // finish marks the command waited for and returns why it was killed, if it
 // was.
-func (k *groupKiller) finish() string {
+func (k *treeKiller) finish() string {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.finished = true

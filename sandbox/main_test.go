@@ -22,6 +22,9 @@ func TestMain(m *testing.M) {
 	if code, ok := MaybeReexec(InitHooks{Bridge: fakeBridge}); ok {
 		os.Exit(code)
 	}
+	if dir := os.Getenv(crashHelperEnv); dir != "" {
+		os.Exit(crashHelper(dir))
+	}
 	os.Exit(m.Run())
 }
 
@@ -88,7 +91,7 @@ func newBox(tb testing.TB, rt *Runtime, o Options) Info {
 	}
 	b := mustBox(tb, rt, info.ID)
 	paths := b.group.Paths()
-	dir := rt.controlPath(info.ID)
+	dir := rt.boxPath(info.ID)
 	tb.Cleanup(func() {
 		rep, err := rt.Delete(context.Background(), info.ID)
 		if err != nil && !errors.Is(err, ErrNotFound) {

@@ -22,8 +22,11 @@ type InitHooks struct {
 // TestMain of every package that creates sandboxes, and exit with code when
 // ok.
 func MaybeReexec(hooks InitHooks) (code int, ok bool) {
-	if len(os.Args) < 3 || os.Args[1] != initMarker {
-		return 0, false
+	switch {
+	case len(os.Args) == 2 && os.Args[1] == initMarker:
+		return RunInit(hooks), true
+	case len(os.Args) > 2 && os.Args[1] == execMarker:
+		return runCappedExec(os.Args[2:]), true
 	}
-	return RunInit(os.Args[2], hooks), true
+	return 0, false
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"time"
 
 	"openvibe.network/agentsandbox"
@@ -37,6 +39,8 @@ func (r *Runtime) Run(ctx context.Context, opts Options, argv []string, stdin io
 		return agentsandbox.ExecResult{}, WipeReport{}, errors.New("run: egress is not available to a one-command sandbox")
 	case len(argv) == 0 || argv[0] == "":
 		return agentsandbox.ExecResult{}, WipeReport{}, errors.New("run: empty argv")
+	case slices.ContainsFunc(argv, func(a string) bool { return strings.IndexByte(a, 0) >= 0 }):
+		return agentsandbox.ExecResult{}, WipeReport{}, errors.New("run: an argument contains a NUL byte")
 	}
 	b, err := r.claim(opts)
 	if err != nil {

@@ -21,6 +21,10 @@ const (
 	DefaultCapacity = 2
 	DefaultStateDir = "/run/codes-sandbox"
 	DefaultUIDBase  = 200000
+	// DefaultMaxOpenFiles is each sandbox process's descriptor limit.
+	DefaultMaxOpenFiles = 4096
+	// DefaultMaxPtys is how many pseudo-terminals a sandbox may hold.
+	DefaultMaxPtys = 32
 	// maxSocketPath is the size of sun_path.
 	maxSocketPath = 108
 	// uidRange is how far above UIDBase the runtime looks for free uids.
@@ -50,6 +54,13 @@ type Config struct {
 	// Egress attaches sandboxes created with Options.Egress to the proxy;
 	// nil: such sandboxes are refused.
 	Egress EgressAttacher
+	// MaxOpenFiles is the descriptor limit (RLIMIT_NOFILE, soft and hard) of
+	// every sandbox process (default DefaultMaxOpenFiles). A sandbox holds at
+	// most Pids × MaxOpenFiles open files of the host's table.
+	MaxOpenFiles int
+	// MaxPtys is how many pseudo-terminals one sandbox may hold at once, in
+	// its own devpts instance (default DefaultMaxPtys).
+	MaxPtys int
 	// Logger receives one line per sandbox run and wipe problems (default:
 	// discard).
 	Logger *slog.Logger
@@ -61,35 +72,46 @@ type Config struct {
 // for concurrent use.
 type Runtime struct {
 	cfg     Config
-	cg      *cgroup.Hierarchy
+	base    *cgroup.Hierarchy // the cgroup parent every runtime shares
+	cg      *cgroup.Hierarchy // this runtime's own directory below base
 	seccomp []byte
+	name    string   // rt-<random>: this runtime's directory and cgroup name
 	dir     string   // this runtime's directory under StateDir
 	dirLock *os.File // held while the runtime lives (see removeStale)
 	init    string   // the copied init binary
 	etcDir  string
 	links   map[string]string
 	log     *slog.Logger
+	// janitor is woken (non-blocking send) when there is something to
+	// clean up: a dead runtime's leftovers, a slot whose wipe failed.
+	janitor     chan struct{}
+	janitorDone chan struct{}
 
 	mu     sync.Mutex
-	slots  []*slot
+	slots  []*slot // Capacity slots for Create and Run, then the self-test's
 	boxes  map[string]*box
+	stale  []string // names of dead runtimes whose leftovers are not all gone
 	closed bool
 }
 
 // slot is one uid a sandbox can run as.
 type slot struct {
-	index  int
-	uid    int
-	lock   *os.File // holds the uid's reservation
-	box    *box     // nil when free
-	broken string   // why the slot is out of use after an unverified wipe
+	index    int
+	uid      int
+	lock     *os.File // holds the uid's reservation
+	box      *box     // nil when free
+	broken   string   // why the slot is out of use after an unverified wipe
+	selfTest bool     // kept for sandboxes created with Options.SelfTest
 }
 
 // NewRuntime validates the machine and cfg and prepares the runtime: it
 // needs root, bubblewrap, a cgroup hierarchy with memory, pids and cpu, and
-// the seccomp program; it copies the init binary to a root-owned 0755 path
-// under StateDir, writes the generated /etc files and reserves one host uid
-// per slot. Errors say which requirement failed.
+// the seccomp program; it removes what runtimes that ended without closing
+// left (their mounts, cgroups and directories: a runtime whose lock is free
+// is dead, whatever its age), copies the init binary to a root-owned 0755
+// path under StateDir, writes the generated /etc files and reserves one host
+// uid per slot, plus one for the self-test's slot. Errors say which
+// requirement failed.
 func NewRuntime(cfg Config) (*Runtime, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
@@ -97,7 +119,7 @@ func NewRuntime(cfg Config) (*Runtime, error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("new runtime: must run as root (sandboxes use per-slot host uids and cgroups)")
 	}
-	cg, err := cgroup.Detect()
+	base, err := cgroup.Detect()
 	if err != nil {
 		return nil, fmt.Errorf("new runtime: %w", err)
 	}
@@ -105,9 +127,10 @@ func NewRuntime(cfg Config) (*Runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("new runtime: %w", err)
 	}
-	r := &Runtime{cfg: cfg, cg: cg, seccomp: prog, log: cfg.Logger, boxes: map[string]*box{}}
+	r := &Runtime{cfg: cfg, base: base, seccomp: prog, log: cfg.Logger, boxes: map[string]*box{},
+		janitor: make(chan struct{}, 1), janitorDone: make(chan struct{})}
 	err = r.prepareDir()
-	if n := len(r.controlPath("0123456789abcdef0123") + "/egress.sock"); err == nil && n >= maxSocketPath {
+	if n := len(r.boxPath("0123456789abcdef0123") + "/egress.sock"); err == nil && n >= maxSocketPath {
 		err = fmt.Errorf("state dir %s is too long for unix socket paths", r.cfg.StateDir)
 	}
 	if err == nil {
@@ -115,12 +138,15 @@ func NewRuntime(cfg Config) (*Runtime, error) {
 	}
 	if err != nil {
 		r.releaseSlots()
-		_ = os.RemoveAll(r.dir)
+		if r.dir != "" {
+			_ = removeOwnTree(r.dir)
+		}
 		if r.dirLock != nil {
 			r.dirLock.Close()
 		}
 		return nil, fmt.Errorf("new runtime: %w", err)
 	}
+	go r.runJanitor()
 	return r, nil
 }
 
@@ -154,6 +180,18 @@ func (c *Config) defaults() error {
 	if c.UIDBase == 0 {
 		c.UIDBase = DefaultUIDBase
 	}
+	if c.MaxOpenFiles == 0 {
+		c.MaxOpenFiles = DefaultMaxOpenFiles
+	}
+	if c.MaxOpenFiles < 64 || c.MaxOpenFiles > 1<<20 {
+		return fmt.Errorf("new runtime: max open files %d is not in 64..%d", c.MaxOpenFiles, 1<<20)
+	}
+	if c.MaxPtys == 0 {
+		c.MaxPtys = DefaultMaxPtys
+	}
+	if c.MaxPtys < 1 || c.MaxPtys > 1024 {
+		return fmt.Errorf("new runtime: max ptys %d is not in 1..1024", c.MaxPtys)
+	}
 	if c.UIDBase < 1000 {
 		return fmt.Errorf("new runtime: uid base %d is below 1000", c.UIDBase)
 	}
@@ -166,17 +204,19 @@ func (c *Config) defaults() error {
 	return nil
 }
 
-// Capacity is the number of slots.
+// Capacity is the number of slots for Create and Run (the self-test's own
+// slot is not counted).
 func (r *Runtime) Capacity() int { return r.cfg.Capacity }
 
-// Active is the number of slots in use: running sandboxes, sandboxes being
-// wiped, and slots kept out of use by an unverified wipe (see Broken).
+// Active is the number of slots for Create and Run in use: running
+// sandboxes, sandboxes being wiped, and slots kept out of use by an
+// unverified wipe (see Broken).
 func (r *Runtime) Active() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	n := 0
 	for _, s := range r.slots {
-		if s.box != nil {
+		if s.box != nil && !s.selfTest {
 			n++
 		}
 	}
@@ -195,19 +235,29 @@ func (r *Runtime) List() []Info {
 	return out
 }
 
-// Broken lists the slots kept out of use because their wipe could not be
-// verified, with why; empty when every slot is usable.
+// Broken lists the slots (the self-test's included) kept out of use because
+// their wipe could not be verified, with why; empty when every slot is
+// usable. The runtime keeps retrying those wipes and puts a slot back in
+// use once nothing of its sandbox is left.
 func (r *Runtime) Broken() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []string
 	for _, s := range r.slots {
 		if s.broken != "" {
-			out = append(out, fmt.Sprintf("slot %d (uid %d): %s", s.index, s.uid, s.broken))
+			name := fmt.Sprintf("slot %d", s.index)
+			if s.selfTest {
+				name = "the self-test's slot"
+			}
+			out = append(out, fmt.Sprintf("%s (uid %d) is out of use: its wipe could not be verified (%s)", name, s.uid, s.broken))
 		}
 	}
 	return out
 }
+
+// CgroupParents are the cgroup directories every runtime's sandboxes live
+// under, one per hierarchy: a sandbox's cgroup is PARENT/<runtime>/<id>.
+func (r *Runtime) CgroupParents() []string { return r.base.ParentDirs() }
 
 // HostPids returns the host pids of a sandbox's processes (from its cgroup:
 // the bubblewrap monitor, the init and everything they started). Errors:
@@ -261,9 +311,18 @@ func (r *Runtime) Close() error {
 		}
 	}
 	errs = append(errs, r.awaitWipes()...)
+	close(r.janitor)
+	<-r.janitorDone
 	r.releaseSlots()
 	if len(errs) == 0 {
-		if err := os.RemoveAll(r.dir); err != nil {
+		// What is left of a wipe that failed stays for the next runtime,
+		// which finds this one dead (its lock free) and removes it.
+		ctx, cancel := context.WithTimeout(context.Background(), wipeTimeout)
+		if err := r.base.RemoveTree(ctx, r.name); err != nil {
+			errs = append(errs, fmt.Errorf("close: %w", err))
+		}
+		cancel()
+		if err := removeOwnTree(r.dir); err != nil {
 			errs = append(errs, fmt.Errorf("close: %w", err))
 		}
 	}
@@ -273,8 +332,8 @@ func (r *Runtime) Close() error {
 	return errors.Join(errs...)
 }
 
-// controlPath is the host path of a sandbox's control directory.
-func (r *Runtime) controlPath(id string) string { return filepath.Join(r.dir, id) }
+// boxPath is the host path of a sandbox's directory (see boxdir.go).
+func (r *Runtime) boxPath(id string) string { return filepath.Join(r.dir, id) }
 
 // awaitWipes waits until the sandbox of every claimed slot is wiped (one
 // still starting, one a Delete or its time box is wiping, a Run's) and

@@ -7,27 +7,37 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
+	"openvibe.network/agentsandbox/internal/unixsock"
 	"openvibe.network/agentsandbox/sandbox/cgroup"
 )
 
-// File descriptors of bubblewrap (ExtraFiles from 3 on). The ready pipe is
-// last: a sandbox that runs one command directly has none.
+// File descriptors of bubblewrap (ExtraFiles from 3 on), then those it
+// passes on to the init. A sandbox that runs one command directly has only
+// bubblewrap's.
 const (
-	fdSeccomp = 3
-	fdInfo    = 4
-	fdBlock   = 5
-	fdReady   = 6
+	fdSeccomp = 3 // the BPF program
+	fdInfo    = 4 // bubblewrap writes the sandbox's host pid here
+	fdBlock   = 5 // bubblewrap waits for a byte here before the init runs
+	fdArgs    = 6 // bubblewrap's own arguments (--args), NUL-separated
+
+	fdReady   = 7  // the init writes one byte here once it accepts commands
+	fdSpec    = 8  // the init's spec (JSON): never on a command line
+	fdControl = 9  // the listening control socket the runtime made
+	fdEgress  = 10 // an O_PATH descriptor of the sandbox's egress socket
 )
+
+// controlBacklog bounds the control connections waiting to be accepted.
+const controlBacklog = 64
 
 // baseEnv returns the environment of the init and so of every command,
 // before the egress variables, Options.Env and the request's env.
@@ -41,18 +51,18 @@ func baseEnv() map[string]string {
 	}
 }
 
-// start makes b's cgroup and control directory, attaches egress, starts
-// bubblewrap as the slot's uid, moves it into the cgroup while it waits
+// start makes b's host directory (its capped tmpfs and devpts), its cgroup
+// and its control socket, attaches egress, starts bubblewrap as the slot's
+// uid, moves it into the cgroup and caps its descriptors while it waits
 // before starting the init, and waits until the init is ready. For a direct
 // sandbox (b.direct) there is no init: start returns once the command may
 // run.
 func (r *Runtime) start(ctx context.Context, b *box) error {
 	o := b.opts
-	if b.direct == nil {
-		if err := mkControlDir(b.dir, b.slot.uid); err != nil {
-			return err
-		}
+	if err := makeBoxDir(b.dir, b.slot.uid, int64(o.Limits.DiskMB)<<20, r.cfg.MaxPtys); err != nil {
+		return err
 	}
+	b.dirMade = true
 	g, err := r.cg.Create(b.id, cgroup.Limits{
 		MemoryBytes: int64(o.Limits.MemoryMB) << 20,
 		Pids:        o.Limits.Pids,
@@ -62,14 +72,31 @@ func (r *Runtime) start(ctx context.Context, b *box) error {
 		return err
 	}
 	b.group = g
-	if o.Egress {
-		detach, err := r.cfg.Egress.Attach(ctx, b.id, filepath.Join(b.dir, "egress.sock"), b.slot.uid)
-		if err != nil {
-			return fmt.Errorf("attach egress: %w", err)
+	var initFiles []*os.File // the init's, from fdReady on; closed here once passed on
+	defer func() {
+		for _, f := range initFiles {
+			if f != nil {
+				f.Close()
+			}
 		}
-		b.detach = detach
+	}()
+	if b.direct == nil {
+		ctl, err := unixsock.Listen(filepath.Join(b.dir, "ctl.sock"), controlBacklog, -1)
+		if err != nil {
+			return fmt.Errorf("start sandbox: control socket: %w", err)
+		}
+		b.control = ctl.Path
+		initFiles = append(initFiles, ctl.Listener)
+		if o.Egress {
+			sock, detach, err := r.cfg.Egress.Attach(ctx, b.id, filepath.Join(b.dir, "egress.sock"), b.slot.uid)
+			if err != nil {
+				return fmt.Errorf("attach egress: %w", err)
+			}
+			b.detach = detach
+			initFiles = append(initFiles, sock)
+		}
 	}
-	p, err := r.launch(b)
+	p, err := r.launch(b, initFiles)
 	if err != nil {
 		return err
 	}
@@ -85,9 +112,9 @@ func (r *Runtime) start(ctx context.Context, b *box) error {
 
 // enter reads the sandbox's pid from bubblewrap's info, moves bubblewrap and
 // the sandbox into the cgroup, opens the low ports when the sandbox has
-// egress, and lets bubblewrap go on. bubblewrap waits (--block-fd) after
-// its setup and before starting the init, so every process that runs
-// sandboxed code is in the cgroup from its first instruction.
+// egress, and lets bubblewrap go on. bubblewrap waits (--block-fd) after its
+// setup and before starting the init, so every process that runs sandboxed
+// code is in the cgroup from its first instruction.
 func (r *Runtime) enter(ctx context.Context, b *box, p *launchPipes) error {
 	if dl, ok := ctx.Deadline(); ok {
 		_ = p.info.SetReadDeadline(dl)
@@ -97,9 +124,13 @@ func (r *Runtime) enter(ctx context.Context, b *box, p *launchPipes) error {
 	var st struct {
 		ChildPid int `json:"child-pid"`
 	}
-	if err := json.NewDecoder(p.info).Decode(&st); err != nil || st.ChildPid <= 0 {
-		return startError(ctx, b, fmt.Errorf("read bubblewrap info: %v", err))
+	if err := json.NewDecoder(p.info).Decode(&st); err != nil {
+		return startError(ctx, b, fmt.Errorf("read bubblewrap info: %w", err))
 	}
+	if st.ChildPid <= 0 {
+		return startError(ctx, b, fmt.Errorf("read bubblewrap info: no child pid"))
+	}
+	b.initPid = st.ChildPid
 	for _, pid := range []int{b.cmd.Process.Pid, st.ChildPid} {
 		if err := b.group.Enter(pid); err != nil {
 			return fmt.Errorf("start sandbox: %w", err)
@@ -132,10 +163,12 @@ func (p *launchPipes) close() {
 }
 
 // newLaunchPipes makes the pipes to a starting sandbox: the seccomp
-// program (written whole), bubblewrap's info and block pipes and, unless
-// direct, the init's ready pipe. It returns the runtime's ends and
-// bubblewrap's, in the order of their descriptors from 3.
-func newLaunchPipes(prog []byte, direct bool) (*launchPipes, []*os.File, error) {
+// program, bubblewrap's info, block and argument pipes and, unless direct,
+// the init's ready and spec pipes. It returns the runtime's ends and the
+// child's, in the order of their descriptors from 3. The contents (seccomp,
+// args, spec) are written by goroutines, so that none is bounded by a
+// pipe's buffer.
+func newLaunchPipes(prog, args, spec []byte, direct bool) (*launchPipes, []*os.File, error) {
 	p := &launchPipes{}
 	var child []*os.File
 	fail := func(err error) (*launchPipes, []*os.File, error) {
@@ -145,33 +178,33 @@ func newLaunchPipes(prog []byte, direct bool) (*launchPipes, []*os.File, error) 
 		}
 		return nil, nil, fmt.Errorf("start sandbox: %w", err)
 	}
-	secR, secW, err := os.Pipe()
-	if err != nil {
-		return fail(err)
-	}
-	child = append(child, secR)
-	// The program is a few KiB, well within a pipe's buffer.
-	_, err = secW.Write(prog)
-	secW.Close()
-	if err != nil {
-		return fail(fmt.Errorf("seccomp: %w", err))
-	}
 	pipes := []struct {
-		keep   **os.File
-		parent bool // the runtime keeps the read end
-	}{{&p.info, true}, {&p.block, false}, {&p.ready, true}}
+		keep    **os.File // the runtime's end, or nil for a content pipe
+		parent  bool      // the runtime keeps the read end
+		content []byte
+	}{
+		{content: prog}, {keep: &p.info, parent: true}, {keep: &p.block}, {content: args},
+		{keep: &p.ready, parent: true}, {content: spec},
+	}
 	if direct {
-		pipes = pipes[:2]
+		pipes = pipes[:4]
 	}
 	for _, pair := range pipes {
 		rd, wr, err := os.Pipe()
 		if err != nil {
 			return fail(err)
 		}
-		if pair.parent {
+		switch {
+		case pair.keep == nil:
+			child = append(child, rd)
+			go func(w *os.File, data []byte) {
+				_, _ = w.Write(data) // a sandbox that died early reads nothing: EPIPE
+				w.Close()
+			}(wr, pair.content)
+		case pair.parent:
 			*pair.keep = rd
 			child = append(child, wr)
-		} else {
+		default:
 			*pair.keep = wr
 			child = append(child, rd)
 		}
@@ -180,9 +213,21 @@ func newLaunchPipes(prog []byte, direct bool) (*launchPipes, []*os.File, error) 
 }
 
 // launch starts bubblewrap for b as the slot's uid and gid, with no
-// supplementary groups, an empty environment, and the parent-death signal.
-func (r *Runtime) launch(b *box) (*launchPipes, error) {
-	p, child, err := newLaunchPipes(r.seccomp, b.direct != nil)
+// supplementary groups, an empty environment, the parent-death signal and
+// its options read from a pipe (so no secret is ever on a command line: the
+// command line is `bwrap --args 6 -- COMMAND`).
+// initFiles are passed on to the init from fdControl on.
+func (r *Runtime) launch(b *box, initFiles []*os.File) (*launchPipes, error) {
+	spec := r.bwrapSpec(b)
+	var initSpecJSON []byte
+	if b.direct == nil {
+		var err error
+		if initSpecJSON, err = json.Marshal(initSpec{Env: b.opts.Env, Egress: b.opts.Egress, MaxOpenFiles: r.cfg.MaxOpenFiles}); err != nil {
+			return nil, fmt.Errorf("start sandbox: encode init spec: %w", err)
+		}
+	}
+	options, command := Argv(spec)
+	p, child, err := newLaunchPipes(r.seccomp, argsFile(options), initSpecJSON, b.direct != nil)
 	if err != nil {
 		return nil, err
 	}
@@ -195,11 +240,11 @@ func (r *Runtime) launch(b *box) (*launchPipes, error) {
 	b.stderr = &tailBuffer{}
 	b.cmd = &exec.Cmd{
 		Path:       r.cfg.Bwrap,
-		Args:       append([]string{"bwrap"}, Argv(r.bwrapSpec(b))...),
+		Args:       append([]string{"bwrap", "--args", strconv.Itoa(fdArgs), "--"}, command...),
 		Env:        []string{},
 		Dir:        "/",
 		Stderr:     b.stderr,
-		ExtraFiles: child,
+		ExtraFiles: append(child, initFiles...),
 		SysProcAttr: &syscall.SysProcAttr{
 			Credential: &syscall.Credential{Uid: uid, Gid: uid, Groups: []uint32{}},
 			Pdeathsig:  syscall.SIGKILL,
@@ -208,12 +253,6 @@ func (r *Runtime) launch(b *box) (*launchPipes, error) {
 	if d := b.direct; d != nil {
 		b.cmd.Stdin, b.cmd.Stdout, b.cmd.Stderr = d.stdin, d.stdout, d.stderr
 		b.cmd.WaitDelay = waitDelay
-	}
-	// Only the files above reach bubblewrap: any descriptor this process
-	// inherited without close-on-exec (Go opens its own with it) is marked.
-	if err := unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC); err != nil {
-		p.close()
-		return nil, fmt.Errorf("start sandbox: mark descriptors close-on-exec: %w", err)
 	}
 	if err := b.cmd.Start(); err != nil {
 		p.close()
@@ -229,23 +268,22 @@ func (r *Runtime) launch(b *box) (*launchPipes, error) {
 // bwrapSpec resolves b's options into the bubblewrap spec.
 func (r *Runtime) bwrapSpec(b *box) BwrapSpec {
 	spec := BwrapSpec{
-		EtcDir:    r.etcDir,
-		UsrLinks:  r.links,
-		DiskBytes: int64(b.opts.Limits.DiskMB) << 20,
-		TmpBytes:  min(tmpBytes, int64(b.opts.Limits.DiskMB)<<20),
-		Hostname:  hostname,
-		Env:       baseEnv(),
-		SeccompFD: fdSeccomp,
-		InfoFD:    fdInfo,
-		BlockFD:   fdBlock,
+		EtcDir:      r.etcDir,
+		UsrLinks:    r.links,
+		WritableDir: filepath.Join(b.dir, boxFS),
+		PtsDir:      filepath.Join(b.dir, boxPts),
+		Hostname:    hostname,
+		Env:         baseEnv(),
+		SeccompFD:   fdSeccomp,
+		InfoFD:      fdInfo,
+		BlockFD:     fdBlock,
 	}
+	spec.InitBinary, spec.InitArgs = r.init, []string{initMarker}
 	if b.direct != nil {
-		spec.Command = b.direct.argv
+		// The init only caps the command's limits and becomes it.
+		spec.InitArgs = append([]string{execMarker, strconv.Itoa(r.cfg.MaxOpenFiles), "--"}, b.direct.argv...)
 		maps.Copy(spec.Env, b.opts.Env)
-		return spec
 	}
-	init, _ := json.Marshal(initSpec{Env: b.opts.Env, Egress: b.opts.Egress, ReadyFD: fdReady})
-	spec.InitBinary, spec.InitArgs, spec.ControlDir = r.init, []string{initMarker, string(init)}, b.dir
 	return spec
 }
 

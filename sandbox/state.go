@@ -9,34 +9,40 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 )
 
-// prepareDir makes the runtime's own directory under StateDir: the init
-// binary (so the unprivileged sandbox uid can read it, wherever the original
-// lives) and the generated /etc files.
+// prepareDir removes what dead runtimes left, then makes this runtime's own
+// directory under StateDir (with the init binary, so the unprivileged
+// sandbox uid can read it wherever the original lives) and the generated
+// /etc files, and takes the runtime's lock.
 func (r *Runtime) prepareDir() error {
 	if err := ensureTraversable(r.cfg.StateDir); err != nil {
 		return err
 	}
+	if err := os.MkdirAll(runtimeLockDir, 0o700); err != nil {
+		return fmt.Errorf("state dir: %w", err)
+	}
 	r.removeStale()
-	r.removeStaleGroups()
-	dir, err := os.MkdirTemp(r.cfg.StateDir, "rt-")
-	if err != nil {
-		return fmt.Errorf("state dir: %w", err)
-	}
-	r.dir = dir
-	if err := os.Chmod(dir, 0o755); err != nil {
-		return fmt.Errorf("state dir: %w", err)
-	}
-	r.dirLock, err = lockFile(filepath.Join(dir, "lock"))
+	r.name = "rt-" + randomID()
+	lock, err := lockFile(filepath.Join(runtimeLockDir, r.name+".lock"))
 	switch {
 	case err != nil:
 		return fmt.Errorf("state dir: lock: %w", err)
-	case r.dirLock == nil:
-		return fmt.Errorf("state dir: lock: %s is held by another process", dir)
+	case lock == nil:
+		return fmt.Errorf("state dir: lock: runtime %s is held by another process", r.name)
 	}
-	r.init = filepath.Join(dir, "init")
+	r.dirLock = lock
+	r.dir = filepath.Join(r.cfg.StateDir, r.name)
+	if err := os.Mkdir(r.dir, 0o755); err != nil {
+		return fmt.Errorf("state dir: %w", err)
+	}
+	if err := os.Chmod(r.dir, 0o755); err != nil {
+		return fmt.Errorf("state dir: %w", err)
+	}
+	if r.cg, err = r.base.Sub(r.name); err != nil {
+		return err
+	}
+	r.init = filepath.Join(r.dir, "init")
 	if err := copyBinary(r.cfg.InitBinary, r.init); err != nil {
 		return err
 	}
@@ -123,19 +129,24 @@ func usrLinks(root string) map[string]string {
 	return out
 }
 
-// uidLockDir holds the uid reservations of every runtime on the host,
-// whatever its StateDir.
-const uidLockDir = DefaultStateDir + "/uids"
+// Host-wide directories of every runtime, whatever its StateDir: the uid
+// reservations, and one lock file per live runtime (a runtime whose lock
+// is free is dead, and whatever it left may go).
+const (
+	uidLockDir     = DefaultStateDir + "/uids"
+	runtimeLockDir = DefaultStateDir + "/runtimes"
+)
 
-// reserveSlots finds one free host uid per slot: a uid whose lock file under
-// uidLockDir this process can lock and that owns no process.
+// reserveSlots finds one free host uid per slot, and one for the
+// self-test's slot: a uid whose lock file under uidLockDir this process can
+// lock and that owns no process.
 func (r *Runtime) reserveSlots() error {
 	lockDir := uidLockDir
 	if err := os.MkdirAll(lockDir, 0o700); err != nil {
 		return fmt.Errorf("reserve uids: %w", err)
 	}
 	uid := r.cfg.UIDBase
-	for i := range r.cfg.Capacity {
+	for i := range r.cfg.Capacity + 1 {
 		for ; ; uid++ {
 			if uid >= r.cfg.UIDBase+uidRange {
 				return fmt.Errorf("reserve uids: no free uid in %d..%d", r.cfg.UIDBase, r.cfg.UIDBase+uidRange-1)
@@ -151,7 +162,7 @@ func (r *Runtime) reserveSlots() error {
 				f.Close()
 				continue
 			}
-			r.slots = append(r.slots, &slot{index: i, uid: uid, lock: f})
+			r.slots = append(r.slots, &slot{index: i, uid: uid, lock: f, selfTest: i == r.cfg.Capacity})
 			uid++
 			break
 		}
@@ -185,78 +196,6 @@ func lockFile(path string) (*os.File, error) {
 		return nil, err
 	}
 	return f, nil
-}
-
-// staleAge is how old a runtime directory must be before another runtime
-// may judge it stale.
-const staleAge = time.Minute
-
-// removeStale removes the directories of runtimes that ended without Close
-// (a crashed worker: its sandboxes died with it, by the parent-death
-// signal). A live runtime holds the lock in its directory.
-func (r *Runtime) removeStale() {
-	dirs, _ := filepath.Glob(filepath.Join(r.cfg.StateDir, "rt-*"))
-	for _, d := range dirs {
-		fi, err := os.Stat(d)
-		if err != nil || time.Since(fi.ModTime()) < staleAge {
-			continue
-		}
-		f, err := lockFile(filepath.Join(d, "lock"))
-		if err != nil || f == nil {
-			continue
-		}
-		err = os.RemoveAll(d)
-		f.Close()
-		if err != nil {
-			r.log.Warn("cannot remove the directory of a runtime that ended without closing", "dir", d, "err", err)
-			continue
-		}
-		r.log.Warn("removed the directory of a runtime that ended without closing", "dir", d)
-	}
-}
-
-// removeStaleGroups removes the cgroups that sandboxes of a crashed worker
-// left behind (their processes died by the parent-death signal, their
-// directories stay): groups older than staleAge with no process in them. A
-// live sandbox always has its init in its group, and a group still being set
-// up is younger than staleAge, so neither is touched.
-func (r *Runtime) removeStaleGroups() {
-	names, err := r.cg.Groups()
-	if err != nil {
-		r.log.Warn("cannot list cgroups to remove stale ones", "err", err)
-		return
-	}
-	for _, name := range names {
-		g, err := r.cg.Open(name)
-		if err != nil || !olderThan(g.Paths(), staleAge) {
-			continue
-		}
-		if pids, err := g.Pids(); err != nil || len(pids) > 0 {
-			continue
-		}
-		if err := g.Remove(); err != nil {
-			r.log.Warn("cannot remove the cgroup of a sandbox that ended without a wipe", "cgroup", name, "err", err)
-			continue
-		}
-		r.log.Warn("removed the cgroup of a sandbox that ended without a wipe", "cgroup", name)
-	}
-}
-
-// olderThan reports whether every existing path was last modified more than
-// age ago (and at least one exists).
-func olderThan(paths []string, age time.Duration) bool {
-	found := false
-	for _, p := range paths {
-		fi, err := os.Stat(p)
-		if err != nil {
-			continue
-		}
-		if time.Since(fi.ModTime()) < age {
-			return false
-		}
-		found = true
-	}
-	return found
 }
 
 func (r *Runtime) releaseSlots() {

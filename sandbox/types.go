@@ -14,6 +14,7 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"os"
 	"time"
 
 	"openvibe.network/agentsandbox"
@@ -30,6 +31,10 @@ type Options struct {
 	// socket of its own, bridged by the init). Without it the sandbox has no
 	// way out at all.
 	Egress bool
+	// SelfTest runs the sandbox in the runtime's slot kept for the
+	// self-test, so that a busy worker can still prove its facts; no other
+	// sandbox ever uses that slot.
+	SelfTest bool
 }
 
 // Info describes a running sandbox.
@@ -67,17 +72,22 @@ var (
 )
 
 // EgressAttacher gives each sandbox its own socket into the worker's egress
-// proxy. Attach starts serving the proxy on a unix socket at socketPath
-// (owned by uid so the sandbox user can connect) for sandbox id; the returned
-// detach stops it. The egress package implements it.
+// proxy. Attach starts serving the proxy for sandbox id on a new unix socket
+// that only uid may connect to, bound at tempPath (in a directory only root
+// can write) just long enough to make it, and returns an O_PATH descriptor
+// of it (sock, which the caller closes once it has passed it to the
+// sandbox) and detach, which stops serving. The sandbox connects through
+// that descriptor; the socket has no name on disk that it could replace.
+// The egress package implements it.
 type EgressAttacher interface {
-	Attach(ctx context.Context, id, socketPath string, uid int) (detach func(), err error)
+	Attach(ctx context.Context, id, tempPath string, uid int) (sock *os.File, detach func(), err error)
 }
 
 // EgressBridge runs inside the sandbox, in the init, before the first
 // command: it bridges an in-sandbox loopback proxy address to the worker's
-// proxy socket at socketPath (and, when transparent, serves the in-sandbox
-// resolver and the 80/443 listeners). It returns only once every listener
-// accepts connections, with the environment variables (HTTP_PROXY and the
-// like) to add to every command. The egress package implements it.
+// proxy socket at socketPath (a /proc/self/fd path of the init's) and, when
+// transparent, serves the in-sandbox resolver and the 80/443 listeners. It
+// returns only once every listener accepts connections, with the
+// environment variables (HTTP_PROXY and the like) to add to every command.
+// The egress package implements it.
 type EgressBridge func(ctx context.Context, socketPath string, transparent bool) (env map[string]string, err error)

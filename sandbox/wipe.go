@@ -1,8 +1,6 @@
 package sandbox
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,37 +9,28 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"openvibe.network/agentsandbox/internal/mountinfo"
 )
 
 // wipeTimeout bounds each step of a wipe that waits for the kernel.
 const wipeTimeout = 10 * time.Second
 
 // wipe ends b for why: it kills every process of its cgroup, waits for
-// bubblewrap, detaches egress, removes the control directory and the cgroup,
-// then verifies that no process of the slot uid, no mount, no cgroup and no
-// file of the sandbox is left. The slot is freed only when that is verified;
-// otherwise it stays out of use and the failure is logged at error level.
+// bubblewrap, detaches egress, unmounts and removes its host directory and
+// removes its cgroup (removeAll), then verifies that no process of the slot
+// uid, no mount, no cgroup and no file of the sandbox is left. The slot is
+// freed only when that is verified; otherwise it stays out of use, the
+// failure is logged at error level, and the janitor keeps retrying.
 func (r *Runtime) wipe(b *box, why string) WipeReport {
 	start := time.Now()
 	b.setReason(why)
 	if b.timer != nil {
 		b.timer.Stop()
 	}
-	var problems []string
 	ctx, cancel := context.WithTimeout(context.Background(), wipeTimeout)
 	defer cancel()
-	problems = append(problems, killBox(ctx, b)...)
-	if b.detach != nil {
-		b.detach()
-	}
-	if err := os.RemoveAll(b.dir); err != nil {
-		problems = append(problems, err.Error())
-	}
-	if b.group != nil {
-		if err := b.group.Remove(); err != nil {
-			problems = append(problems, err.Error())
-		}
-	}
+	problems := removeAll(ctx, b)
 	rep := WipeReport{Leftovers: r.settle(b)}
 	rep.Verified = len(rep.Leftovers) == 0
 	rep.Duration = time.Since(start)
@@ -56,11 +45,38 @@ func (r *Runtime) wipe(b *box, why string) WipeReport {
 	if !rep.Verified {
 		r.log.Error("sandbox wipe NOT verified; slot kept out of use", "sandbox", b.id, "slot", b.slot.index,
 			"uid", b.slot.uid, "reason", why, "leftovers", rep.Leftovers, "problems", problems)
+		r.wakeJanitor()
 	} else {
 		r.log.Info("sandbox wiped", "sandbox", b.id, "slot", b.slot.index, "reason", why,
-			"lifetime", time.Since(b.info.CreatedAt).Round(time.Millisecond), "duration", rep.Duration)
+			"lifetime_ms", time.Since(b.info.CreatedAt).Milliseconds(), "duration_ms", durationMS(rep.Duration))
 	}
 	return rep
+}
+
+// durationMS is d in milliseconds, with microsecond precision, for logs.
+func durationMS(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// removeAll kills b's processes and removes every part of it the runtime
+// made, returning what went wrong. Each step is safe to repeat.
+func removeAll(ctx context.Context, b *box) []string {
+	problems := killBox(ctx, b)
+	if b.detach != nil {
+		b.detach()
+	}
+	if b.control != nil {
+		b.control.Close()
+	}
+	if b.dirMade {
+		if err := removeBoxDir(b.dir); err != nil {
+			problems = append(problems, err.Error())
+		}
+	}
+	if b.group != nil {
+		if err := b.group.Remove(); err != nil {
+			problems = append(problems, err.Error())
+		}
+	}
+	return problems
 }
 
 // killBox kills every process of b. The sandbox's own processes go first,
@@ -118,7 +134,7 @@ func (r *Runtime) settle(b *box) []string {
 }
 
 // leftovers lists what is left of b: processes of its uid or cgroup, its
-// cgroup directories, mounts under its control directory, the directory.
+// cgroup directories, mounts under its host directory, the directory.
 func (r *Runtime) leftovers(b *box) []string {
 	var out []string
 	pids, err := uidProcesses(b.slot.uid)
@@ -147,17 +163,15 @@ func (r *Runtime) leftovers(b *box) []string {
 // mountsUnder returns the mount points in this process's mount table at or
 // below dir.
 func mountsUnder(dir string) ([]string, error) {
-	data, err := os.ReadFile("/proc/self/mountinfo")
+	mounts, err := mountinfo.Read("/proc", os.Getpid())
 	if err != nil {
 		return nil, err
 	}
 	var out []string
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) > 4 && (f[4] == dir || strings.HasPrefix(f[4], dir+"/")) {
-			out = append(out, f[4])
+	for _, m := range mounts {
+		if m.Point == dir || strings.HasPrefix(m.Point, dir+"/") {
+			out = append(out, m.Point)
 		}
 	}
-	return out, sc.Err()
+	return out, nil
 }

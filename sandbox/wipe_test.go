@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -14,7 +13,6 @@ import (
 	"time"
 
 	"openvibe.network/agentsandbox/internal/testenv"
-	"openvibe.network/agentsandbox/sandbox/cgroup"
 )
 
 // TestWipeVerifies proves that the wipe's verification can fail: a process
@@ -33,7 +31,7 @@ func TestWipeVerifies(t *testing.T) {
 	if err := leak.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = leak.Process.Kill(); _ = leak.Wait() }()
+	defer func() { _ = leak.Process.Kill() }()
 
 	rep, err := rt.Delete(context.Background(), info.ID)
 	if err != nil {
@@ -49,46 +47,21 @@ func TestWipeVerifies(t *testing.T) {
 	if _, err := rt.Create(context.Background(), Options{}); err == nil {
 		t.Fatal("Create used the slot of an unverified wipe")
 	}
-	// Close reports nothing new (the sandbox is gone); the runtime dir and
-	// uid lock go with it.
+	if b := rt.Broken(); !strings.Contains(b[0], "slot 0") || !strings.Contains(b[0], "could not be verified") {
+		t.Fatalf("broken %q does not say which slot and why", b)
+	}
+	// Once the leak is gone, the janitor finds nothing left and puts the
+	// slot back in use.
 	_ = leak.Process.Kill()
-}
-
-// TestRemoveStale proves that a new runtime removes the directory of a
-// runtime that ended without Close, and keeps a live one's.
-func TestRemoveStale(t *testing.T) {
-	testenv.RequireSandbox(t)
-	state, err := os.MkdirTemp("/run", "codes-sandbox-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(state) })
-	if err := os.Chmod(state, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	old := time.Now().Add(-2 * staleAge)
-	for _, name := range []string{"rt-stale", "rt-live"} {
-		if err := os.MkdirAll(filepath.Join(state, name, "abc"), 0o755); err != nil {
-			t.Fatal(err)
+	_ = leak.Wait()
+	deadline := time.Now().Add(4 * janitorInterval)
+	for len(rt.Broken()) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the slot is still out of use after the leak ended: %q", rt.Broken())
 		}
+		time.Sleep(50 * time.Millisecond)
 	}
-	live, err := lockFile(filepath.Join(state, "rt-live", "lock"))
-	if err != nil || live == nil {
-		t.Fatalf("lock: %v", err)
-	}
-	defer live.Close()
-	for _, name := range []string{"rt-stale", "rt-live"} {
-		if err := os.Chtimes(filepath.Join(state, name), old, old); err != nil {
-			t.Fatal(err)
-		}
-	}
-	newRuntime(t, Config{Capacity: 1, StateDir: state})
-	if _, err := os.Stat(filepath.Join(state, "rt-stale")); !errors.Is(err, fs.ErrNotExist) {
-		t.Fatalf("stale runtime dir kept: %v", err)
-	}
-	if _, err := os.Stat(filepath.Join(state, "rt-live", "abc")); err != nil {
-		t.Fatalf("live runtime dir removed: %v", err)
-	}
+	newBox(t, rt, Options{})
 }
 
 // heldAttacher holds each sandbox's start in Attach until release is closed,
@@ -99,14 +72,14 @@ type heldAttacher struct {
 	release   chan struct{}
 }
 
-func (h *heldAttacher) Attach(ctx context.Context, id, socketPath string, uid int) (func(), error) {
+func (h *heldAttacher) Attach(ctx context.Context, id, tempPath string, uid int) (*os.File, func(), error) {
 	h.attaching <- struct{}{}
 	select {
 	case <-h.release:
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, nil, ctx.Err()
 	}
-	return h.fakeAttacher.Attach(ctx, id, socketPath, uid)
+	return h.fakeAttacher.Attach(ctx, id, tempPath, uid)
 }
 
 // TestCloseWaitsForStart proves that Close waits for a sandbox still
@@ -154,61 +127,5 @@ func TestCloseWaitsForStart(t *testing.T) {
 	}
 	if len(att.attached) != 0 {
 		t.Fatalf("egress still attached after Close: %v", att.attached)
-	}
-}
-
-// TestRemoveStaleGroups proves that a new runtime removes an old, empty
-// cgroup left by a crashed worker, and keeps a young one and one that still
-// has a process.
-func TestRemoveStaleGroups(t *testing.T) {
-	testenv.RequireSandbox(t)
-	cg, err := cgroup.Detect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	suffix := strconv.Itoa(os.Getpid())
-	mk := func(name string, age time.Duration) *cgroup.Group {
-		g, err := cg.Create(name+suffix, cgroup.Limits{Pids: 8})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			_ = g.Kill(context.Background())
-			_ = g.Remove()
-		})
-		then := time.Now().Add(-age)
-		for _, p := range g.Paths() {
-			if err := os.Chtimes(p, then, then); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return g
-	}
-	stale := mk("stale-", 2*staleAge)
-	young := mk("young-", 0)
-	busy := mk("busy-", 2*staleAge)
-	sleep := exec.Command("sleep", "60")
-	if err := sleep.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sleep.Process.Kill(); _ = sleep.Wait() })
-	if err := busy.Enter(sleep.Process.Pid); err != nil {
-		t.Fatal(err)
-	}
-	newRuntime(t, Config{Capacity: 1})
-	for _, tc := range []struct {
-		name string
-		g    *cgroup.Group
-		want bool
-	}{
-		{"StaleRemoved", stale, false},
-		{"YoungKept", young, true},
-		{"BusyKept", busy, true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := tc.g.Exists(); got != tc.want {
-				t.Fatalf("exists = %v, want %v", got, tc.want)
-			}
-		})
 	}
 }

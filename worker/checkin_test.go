@@ -97,7 +97,7 @@ func runLoop(t *testing.T, statuses []int, rounds int, r float64, report func(ti
 }
 
 func goodReport(now time.Time) agentsandbox.WorkerCheckIn {
-	return BuildReport(self, passed(), 2, 0, now)
+	return BuildReport(self, passed(), Slots{Capacity: 2, Active: 0}, now)
 }
 
 func TestCheckInLoopInterval(t *testing.T) {
@@ -149,7 +149,7 @@ func TestCheckInLoopLogs(t *testing.T) {
 		{"Forbidden", 403, goodReport, []string{"check the service token", "live.agent_sandbox.register"}},
 		{"Unauthorized", 401, goodReport, []string{"check the service token"}},
 		{"UnprovedSentAnyway", 422, func(now time.Time) agentsandbox.WorkerCheckIn {
-			return BuildReport(self, failing(agentsandbox.CheckWipe), 2, 0, now)
+			return BuildReport(self, failing(agentsandbox.CheckWipe), Slots{Capacity: 2, Active: 0}, now)
 		},
 			[]string{"breaks the contract; sending it", "must have required property 'workspace'"}},
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -26,18 +27,13 @@ type SelfTester struct {
 func NewSelfTester(deps Deps) *SelfTester { return &SelfTester{deps: deps} }
 
 // Run runs a self-test now (after any running one finishes), keeps it as the
-// last result and returns it. When every slot is busy and an earlier result
-// exists, that result is kept and returned: a busy worker is not a broken one.
+// last result and returns it.
 func (s *SelfTester) Run(ctx context.Context) Result {
 	s.run.Lock()
 	defer s.run.Unlock()
 	res := SelfTest(ctx, s.deps)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if res.Busy && s.last != nil {
-		s.deps.logger().Info("self-test skipped: every slot is in use; keeping the last result")
-		return *s.last
-	}
 	s.last = &res
 	return res
 }
@@ -78,21 +74,24 @@ func (s *SelfTester) next(interval time.Duration) time.Duration {
 }
 
 // GlobInspector returns a Deps.Inspect that finds a sandbox on the host by
-// the sandbox runtime's layout: its control directory stateDir/rt-*/ID and
-// its cgroup directories cgroupRoot[/CONTROLLER]/codes-sandbox/ID. Its error
-// says when either is not found.
-func GlobInspector(stateDir, cgroupRoot string) func(sandbox.Info) (HostView, error) {
+// the sandbox runtime's layout: its directory stateDir/rt-*/ID and its
+// cgroup directories PARENT/rt-*/ID for each of cgroupParents (the cgroup
+// directories every runtime's groups live under: one on v2, one per
+// controller on v1). Its error says when either is not found.
+func GlobInspector(stateDir string, cgroupParents []string) func(sandbox.Info) (HostView, error) {
 	return func(info sandbox.Info) (HostView, error) {
 		id := filepath.Base(info.ID)
 		dirs, _ := filepath.Glob(filepath.Join(stateDir, "rt-*", id))
-		cg, _ := filepath.Glob(filepath.Join(cgroupRoot, "codes-sandbox", id))
-		cg1, _ := filepath.Glob(filepath.Join(cgroupRoot, "*", "codes-sandbox", id))
-		v := HostView{UID: info.HostUID, Dirs: dirs, Cgroups: append(cg, cg1...)}
+		v := HostView{UID: info.HostUID, Dirs: dirs}
+		for _, p := range cgroupParents {
+			cg, _ := filepath.Glob(filepath.Join(p, "rt-*", id))
+			v.Cgroups = append(v.Cgroups, cg...)
+		}
 		switch {
 		case len(v.Dirs) == 0:
-			return v, fmt.Errorf("inspect sandbox: no control directory under %s", stateDir)
+			return v, fmt.Errorf("inspect sandbox: no sandbox directory under %s", stateDir)
 		case len(v.Cgroups) == 0:
-			return v, fmt.Errorf("inspect sandbox: no cgroup under %s", cgroupRoot)
+			return v, fmt.Errorf("inspect sandbox: no cgroup under %s", strings.Join(cgroupParents, ", "))
 		case v.UID <= 0:
 			return v, fmt.Errorf("inspect sandbox: host uid %d", v.UID)
 		}

@@ -11,6 +11,9 @@ import (
 
 // evaluate turns what the self-test saw into a Result: each check passes
 // only on positive evidence, and each failure carries a reason for a person.
+// A check whose evidence could not be gathered (the probe did not run; no
+// sandbox was created to wipe) is not run: absent from Checks, listed in
+// NotRun, with the reason.
 func evaluate(obs *observation) Result {
 	res := Result{Checks: map[string]bool{}, Reasons: []string{}}
 	judges := map[string]func(*observation) string{
@@ -25,12 +28,19 @@ func evaluate(obs *observation) Result {
 		agentsandbox.CheckWipe:                 judgeWipe,
 	}
 	for _, c := range agentsandbox.Checks() {
-		why := ""
-		if obs.setup != "" && c != agentsandbox.CheckWipe {
-			why = "the probe did not run: " + obs.setup
-		} else {
-			why = judges[c](obs)
+		notRun := ""
+		switch {
+		case c == agentsandbox.CheckWipe && !obs.wiped:
+			notRun = "no probe sandbox was created, so no wipe was tested: " + obs.setup
+		case c != agentsandbox.CheckWipe && obs.setup != "":
+			notRun = "the probe did not run: " + obs.setup
 		}
+		if notRun != "" {
+			res.NotRun = append(res.NotRun, c)
+			res.Reasons = append(res.Reasons, trimReason(c+": not run: "+notRun))
+			continue
+		}
+		why := judges[c](obs)
 		res.Checks[c] = why == ""
 		if why != "" {
 			res.Reasons = append(res.Reasons, trimReason(c+": "+why))
@@ -38,7 +48,6 @@ func evaluate(obs *observation) Result {
 	}
 	res.Passed = len(res.Reasons) == 0
 	res.UserNamespace = obs.setup == "" && userNamespace(obs)
-	res.Busy = obs.busy
 	return res
 }
 
@@ -108,8 +117,8 @@ func judgeEgress(o *observation) string {
 func judgeCleanEnv(o *observation) string {
 	n, ok := o.first("environ_read")
 	switch {
-	case o.canaryEnv != "" && strings.Contains(o.out, o.canaryEnv):
-		return "a canary variable of the worker's environment is visible in the sandbox"
+	case slices.ContainsFunc(o.secrets, func(v string) bool { return v != "" && strings.Contains(o.out, v) }):
+		return "a value of the worker's own environment or credentials is visible in the sandbox"
 	case !ok || !slices.Contains(o.lines["env-end"], ""):
 		return "the probe did not list the sandbox's environments"
 	case n == "0":
@@ -119,13 +128,15 @@ func judgeCleanEnv(o *observation) string {
 }
 
 func judgeHostFiles(o *observation) string {
+	var problems []string
 	if _, ok := o.first("hostfiles"); !ok {
-		return "the probe did not look for host files"
+		problems = append(problems, "the probe did not look for host files")
 	}
 	if seen := o.lines["hostfile"]; len(seen) > 0 {
-		return "host files are visible in the sandbox: " + strings.Join(seen, ", ")
+		problems = append(problems, "host files are visible in the sandbox: "+strings.Join(seen, ", "))
 	}
-	return ""
+	problems = append(problems, o.mounts...)
+	return strings.Join(problems, "; ")
 }
 
 func judgeCapabilities(o *observation) string {

@@ -6,10 +6,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
 	"openvibe.network/agentsandbox"
+	"openvibe.network/agentsandbox/internal/mountinfo"
 	"openvibe.network/agentsandbox/sandbox"
 )
 
@@ -193,4 +195,106 @@ func checkWipe(rep sandbox.WipeReport, err error, view HostView, viewErr error, 
 		problems = append(problems, "the runtime names no directory or cgroup of the sandbox to look for")
 	}
 	return problems
+}
+
+// sandboxProcesses returns the pids that live inside the sandbox: those
+// whose mount namespace is not this process's (bubblewrap's monitor, also
+// in the sandbox's cgroup, stays in the host's namespaces).
+func sandboxProcesses(procRoot string, pids []int) []int {
+	self, err := os.Readlink(filepath.Join(procRoot, "self", "ns", "mnt"))
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, pid := range pids {
+		ns, err := os.Readlink(filepath.Join(procRoot, strconv.Itoa(pid), "ns", "mnt"))
+		if err == nil && ns != self && !slices.Contains(out, pid) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// checkMounts reads, from the host, the mount table every sandbox process
+// sees, and returns a problem for each mount it may write that is not one
+// of the sandbox's own capped file systems: a tmpfs with a size and an
+// inode cap, a devpts with a pty cap, its /proc, or a bubblewrap device
+// node. It is a problem too when no process could be looked at.
+func checkMounts(procRoot string, pids []int) []string {
+	if len(pids) == 0 {
+		return []string{"no process of the sandbox could be looked at from the host, so its mounts were not checked"}
+	}
+	var problems []string
+	seen := map[string]bool{}
+	for _, pid := range pids {
+		mounts, err := mountinfo.Read(procRoot, pid)
+		if err != nil {
+			continue // it ended meanwhile
+		}
+		for _, m := range mountinfo.Visible(mounts) {
+			why := writableProblem(m)
+			if why != "" && !seen[m.Point] {
+				seen[m.Point] = true
+				problems = append(problems, fmt.Sprintf("the sandbox can write to %s (%s): %s", m.Point, m.FSType, why))
+			}
+		}
+	}
+	return problems
+}
+
+// writableProblem says what is wrong with a mount a sandbox sees, or "".
+func writableProblem(m mountinfo.Mount) string {
+	switch {
+	case m.ReadOnly():
+		return ""
+	case m.FSType == "tmpfs":
+		if !m.Has("size") || !m.Has("nr_inodes") {
+			return "a tmpfs without a size and an inode cap"
+		}
+	case m.FSType == "devpts":
+		if !m.Has("max") {
+			return "a devpts without a pty cap"
+		}
+	case m.FSType == "proc" && m.Point == "/proc":
+	case m.FSType == "devtmpfs" && strings.HasPrefix(m.Point, "/dev/") && strings.Count(m.Point, "/") == 2:
+		// One of bubblewrap's device nodes (/dev/null, /dev/tty…).
+	default:
+		return "a writable mount that is not the sandbox's own capped tmpfs"
+	}
+	return ""
+}
+
+// checkFileLimits reads, from the host, the descriptor limit of every
+// sandbox process and returns a problem for each whose soft or hard limit
+// is not max.
+func checkFileLimits(procRoot string, pids []int, max int) []string {
+	var problems []string
+	want := strconv.Itoa(max)
+	read := 0
+	for _, pid := range pids {
+		b, err := os.ReadFile(filepath.Join(procRoot, strconv.Itoa(pid), "limits"))
+		if err != nil {
+			continue
+		}
+		read++
+		for _, l := range strings.Split(string(b), "\n") {
+			if rest, ok := strings.CutPrefix(l, "Max open files"); ok {
+				if f := strings.Fields(rest); len(f) < 2 || f[0] != want || f[1] != want {
+					problems = append(problems, fmt.Sprintf("sandbox process %d may open %s files (hard %s), not %d", pid, at(f, 0), at(f, 1), max))
+				}
+			}
+		}
+	}
+	if read == 0 {
+		problems = append(problems, "the descriptor limit of no sandbox process could be read from the host")
+	}
+	return problems
+}
+
+// at returns f[i], or "?".
+func at(f []string, i int) string {
+	if i < len(f) {
+		return f[i]
+	}
+	return "?"
 }

@@ -3,10 +3,8 @@ package worker
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"net"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -33,25 +31,26 @@ type observation struct {
 	lines map[string][]string
 	out   string
 	exit  agentsandbox.ExecResult
-	// canaryEnv is the value the worker put in its own environment;
+	// secrets are the worker's values that must not be visible inside;
 	// canaryAddr the listener on the host's loopback and canaryConns the
 	// connections it accepted.
-	canaryEnv   string
+	secrets     []string
 	canaryAddr  string
 	canaryConns int64
-	// guard, limits and wipe are the problems the host-side looks found.
+	// guard, limits, mounts and wipe are the problems the host-side looks
+	// found.
 	guard  []string
 	limits []string
+	mounts []string
 	wipe   []string
 	egress bool
-	// wiped is true once the probe sandbox was deleted; busy when no slot
-	// was free for it.
-	wiped, busy bool
+	// wiped is true once the probe sandbox was deleted.
+	wiped bool
 }
 
 // observe runs the probe and the host-side looks.
 func observe(ctx context.Context, d Deps) *observation {
-	obs := &observation{egress: d.Egress, lines: map[string][]string{}}
+	obs := &observation{egress: d.Egress, lines: map[string][]string{}, secrets: d.Secrets}
 	obs.guard = guardVerdicts(ctx, d.Guard)
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -65,11 +64,6 @@ func observe(ctx context.Context, d Deps) *observation {
 	defer func() { ln.Close(); wg.Wait(); obs.canaryConns = conns.Load() }()
 	obs.canaryAddr = ln.Addr().String()
 
-	name := "CODES_SANDBOX_SELFTEST_CANARY_" + randomHex(4)
-	obs.canaryEnv = "canary-" + randomHex(16)
-	os.Setenv(name, obs.canaryEnv)
-	defer os.Unsetenv(name)
-
 	files, cleanup, err := writeCanaries(d.CanaryDirs)
 	if err != nil {
 		obs.setup = err.Error()
@@ -77,10 +71,9 @@ func observe(ctx context.Context, d Deps) *observation {
 	}
 	defer cleanup()
 
-	info, err := d.Sandboxes.Create(ctx, sandbox.Options{TimeBox: agentsandbox.DefaultTimeBox, Limits: ProbeLimits, Egress: d.Egress})
+	info, err := d.Sandboxes.Create(ctx, sandbox.Options{TimeBox: agentsandbox.DefaultTimeBox, Limits: ProbeLimits, Egress: d.Egress, SelfTest: true})
 	if err != nil {
 		obs.setup = fmt.Sprintf("cannot create the probe sandbox: %v", err)
-		obs.busy = errors.Is(err, sandbox.ErrCapacity)
 		return obs
 	}
 	view, viewErr := d.Inspect(info)
@@ -93,6 +86,11 @@ func observe(ctx context.Context, d Deps) *observation {
 		members, problems := checkMembers(d.ProcRoot, view)
 		obs.limits = append(obs.limits, problems...)
 		pids = append(pids, members...)
+	}
+	inside := sandboxProcesses(d.ProcRoot, pids)
+	obs.mounts = checkMounts(d.ProcRoot, inside)
+	if d.MaxOpenFiles > 0 {
+		obs.limits = append(obs.limits, checkFileLimits(d.ProcRoot, inside, d.MaxOpenFiles)...)
 	}
 	rep, err := d.Sandboxes.Delete(context.WithoutCancel(ctx), info.ID)
 	obs.wipe, obs.wiped = checkWipe(rep, err, view, viewErr, pids, d.ProcRoot), true

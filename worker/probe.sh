@@ -55,7 +55,7 @@ for p in /home /root /run /var/lib; do
 		if ! c=$(ls -A "$p" 2>/dev/null); then echo "hostfile $p unreadable"; elif [ -n "$c" ]; then echo "hostfile $p not-empty"; fi
 	elif [ -e "$p" ]; then echo "hostfile $p present"; fi
 done
-for p in /etc/shadow /etc/ssh "$@"; do
+for p in /etc/shadow /etc/ssh /.sandbox "$@"; do
 	if [ -e "$p" ]; then echo "hostfile $p present"; elif [ -e "${p%/*}" ] && [ "${p%/*}" != "" ]; then
 		case $p in /etc/*) ;; *) echo "hostfile ${p%/*} present" ;; esac
 	fi

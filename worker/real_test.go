@@ -51,8 +51,9 @@ func realDeps(t *testing.T, withEgress bool) Deps {
 		}
 	})
 	return Deps{
-		Sandboxes: rt, Guard: guard, Inspect: GlobInspector(state, "/sys/fs/cgroup"),
+		Sandboxes: rt, Guard: guard, Inspect: GlobInspector(state, rt.CgroupParents()),
 		CanaryDirs: []string{t.TempDir(), t.TempDir()}, Egress: withEgress, Logger: log,
+		MaxOpenFiles: sandbox.DefaultMaxOpenFiles, Secrets: []string{"secret-" + randomHex(8)},
 	}
 }
 

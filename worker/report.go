@@ -1,6 +1,8 @@
 package worker
 
 import (
+	"fmt"
+	"maps"
 	"time"
 
 	"openvibe.network/agentsandbox"
@@ -18,42 +20,67 @@ type Self struct {
 	// Bubblewrap is the bubblewrap version (from `bwrap --version`).
 	Bubblewrap string
 	// Limits are the limits of the sandboxes the worker creates (zero fields
-	// take sandbox's defaults).
+	// take the defaults).
 	Limits agentsandbox.Limits
 	// Browser is true only when a headless browser was proved to start in a
 	// sandbox through the proxy.
 	Browser bool
+	// SelfTestMaxAge is how old the last self-test may be before its facts
+	// are no longer claimed (0: no bound). The self-test repeats well within
+	// it; a worker that cannot run it keeps no old proof alive.
+	SelfTestMaxAge time.Duration
+}
+
+// Slots is the runtime's state as the report tells it.
+type Slots struct {
+	// Capacity and Active are the slots for sandboxes and those in use.
+	Capacity, Active int
+	// Broken says, per slot, why it is out of use (an unverified wipe).
+	Broken []string
 }
 
 // BuildReport assembles the check-in from the last self-test (nil before the
-// first one) and the runtime's capacity and active count now. Each of the
-// five isolation facts, and each extra claim, is set only when the checks
-// that prove it passed: a fact that was not proved is left out, so Live
-// refuses the report and the owner sees why. Reasons are capped to the
+// first one) and the runtime's slots now. Each of the five isolation facts,
+// and each extra claim, is set only when the checks that prove it passed: a
+// fact that was not proved is left out, so Live refuses the report and the
+// owner sees why. The word stays true under attack: the report is not ready,
+// and claims no ephemeral workspace, while any slot's wipe is unverified;
+// and it claims no fact at all from a self-test older than
+// self.SelfTestMaxAge. Reasons (why it is not ready) are capped to the
 // contract's 10 items of 500 characters.
-func BuildReport(self Self, last *Result, capacity, active int, now time.Time) agentsandbox.WorkerCheckIn {
+func BuildReport(self Self, last *Result, slots Slots, now time.Time) agentsandbox.WorkerCheckIn {
 	r := agentsandbox.WorkerCheckIn{
 		WorkerID: truncate(self.WorkerID, 64), Service: Service, Version: truncate(self.Version, 64),
-		Capacity: &capacity, Active: &active, Browser: ptr(self.Browser), At: ptr(now),
-		Reasons: []string{},
+		Capacity: &slots.Capacity, Active: &slots.Active, Browser: ptr(self.Browser), At: ptr(now),
 	}
+	var reasons []string
+	reasons = append(reasons, slots.Broken...)
 	ok := map[string]bool{}
-	if last == nil {
-		r.Ready = ptr(false)
-		r.Reasons = []string{"no self-test has run yet"}
-	} else {
-		ok = last.Checks
-		r.Ready = ptr(last.Passed)
-		r.Checks = ok
+	switch {
+	case last == nil:
+		reasons = append(reasons, "no self-test has run yet")
+	case self.SelfTestMaxAge > 0 && now.Sub(last.CheckedAt) > self.SelfTestMaxAge:
+		reasons = append(reasons, fmt.Sprintf("the last self-test ran %s ago, longer than the %s its proof holds for; no fact is claimed until one runs again",
+			now.Sub(last.CheckedAt).Round(time.Second), self.SelfTestMaxAge))
 		r.CheckedAt = ptr(last.CheckedAt)
-		for _, s := range last.Reasons {
-			if len(r.Reasons) == 10 {
-				break
-			}
-			r.Reasons = append(r.Reasons, truncate(s, 500))
-		}
+	default:
+		ok = maps.Clone(last.Checks)
+		r.Checks = last.Checks
+		r.CheckedAt = ptr(last.CheckedAt)
+		reasons = append(reasons, last.Reasons...)
 	}
-	r.Isolation = isolation(self, ok, last != nil && last.UserNamespace)
+	if len(slots.Broken) > 0 {
+		delete(ok, agentsandbox.CheckWipe) // a wipe that failed is not proved ephemeral
+	}
+	r.Ready = ptr(len(reasons) == 0 && last != nil && last.Passed)
+	r.Reasons = []string{}
+	for _, s := range reasons {
+		if len(r.Reasons) == 10 {
+			break
+		}
+		r.Reasons = append(r.Reasons, truncate(s, 500))
+	}
+	r.Isolation = isolation(self, ok, len(ok) > 0 && last.UserNamespace)
 	return r
 }
 
@@ -102,24 +129,16 @@ func isolation(self Self, ok map[string]bool, userNS bool) agentsandbox.Isolatio
 		iso.Workspace = ptr("ephemeral")
 		iso.Extra["workspace_kind"] = "tmpfs, wiped with the sandbox"
 	}
-	l := self.Limits
+	l := self.Limits.WithDefaults()
 	iso.Extra["limits"] = map[string]any{
 		"kind": "cgroup", "enforced": all(agentsandbox.CheckLimits),
-		"memory_mb": or(l.MemoryMB, agentsandbox.DefaultMemoryMB), "disk_mb": or(l.DiskMB, agentsandbox.DefaultDiskMB),
-		"pids": or(l.Pids, agentsandbox.DefaultPids), "cpu_percent": or(l.CPUPercent, agentsandbox.DefaultCPUPercent),
+		"memory_mb": l.MemoryMB, "disk_mb": l.DiskMB, "pids": l.Pids, "cpu_percent": l.CPUPercent,
 		"time_box_minutes": []int{int(agentsandbox.DefaultTimeBox / time.Minute), int(agentsandbox.MaxTimeBox / time.Minute)},
 	}
 	return iso
 }
 
 func ptr[T any](v T) *T { return &v }
-
-func or(v, def int) int {
-	if v == 0 {
-		return def
-	}
-	return v
-}
 
 // truncate cuts s to at most n characters (code points).
 func truncate(s string, n int) string {

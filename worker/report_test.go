@@ -2,10 +2,12 @@ package worker
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"openvibe.network/agentsandbox"
 	"openvibe.network/agentsandbox/contract"
 )
@@ -49,7 +51,7 @@ var self = Self{WorkerID: "sbw-test", Version: "0.1.0", Bubblewrap: "0.8.0"}
 
 func TestBuildReportAllProved(t *testing.T) {
 	now := time.Date(2026, 11, 7, 12, 0, 5, 0, time.UTC)
-	res, m := validate(t, BuildReport(self, passed(), 2, 1, now))
+	res, m := validate(t, BuildReport(self, passed(), Slots{Capacity: 2, Active: 1}, now))
 	if !res.Valid {
 		t.Fatalf("report refused: %+v", res.Errors)
 	}
@@ -93,7 +95,7 @@ func TestBuildReportClaimsOnlyProved(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.check, func(t *testing.T) {
-			res, m := validate(t, BuildReport(self, failing(tc.check), 2, 0, time.Now()))
+			res, m := validate(t, BuildReport(self, failing(tc.check), Slots{Capacity: 2, Active: 0}, time.Now()))
 			iso := m["isolation"].(map[string]any)
 			for _, k := range tc.missing {
 				if _, ok := iso[k]; ok {
@@ -102,7 +104,7 @@ func TestBuildReportClaimsOnlyProved(t *testing.T) {
 			}
 			facts := 0
 			for _, k := range tc.missing {
-				if strings.Contains("host_network credentials profile egress_proxy workspace", k) {
+				if slices.Contains(agentsandbox.IsolationFacts(), k) {
 					facts++
 				}
 			}
@@ -120,7 +122,7 @@ func TestBuildReportClaimsOnlyProved(t *testing.T) {
 }
 
 func TestBuildReportBeforeSelfTest(t *testing.T) {
-	res, m := validate(t, BuildReport(self, nil, 1, 0, time.Now()))
+	res, m := validate(t, BuildReport(self, nil, Slots{Capacity: 1, Active: 0}, time.Now()))
 	if res.Valid {
 		t.Fatal("a report before any self-test must not claim the facts")
 	}
@@ -135,7 +137,7 @@ func TestBuildReportBeforeSelfTest(t *testing.T) {
 func TestBuildReportCapsReasons(t *testing.T) {
 	r := failing(agentsandbox.Checks()...)
 	r.Reasons = append(r.Reasons, strings.Repeat("é", 900), "x", "y")
-	res, m := validate(t, BuildReport(Self{WorkerID: strings.Repeat("w", 100)}, r, 1, 0, time.Now()))
+	res, m := validate(t, BuildReport(Self{WorkerID: strings.Repeat("w", 100)}, r, Slots{Capacity: 1}, time.Now()))
 	for _, e := range res.Errors {
 		if !strings.HasPrefix(e.Path, "/isolation") {
 			t.Errorf("unexpected violation %v", e)
@@ -143,5 +145,61 @@ func TestBuildReportCapsReasons(t *testing.T) {
 	}
 	if n := len(m["reasons"].([]any)); n != 10 {
 		t.Errorf("%d reasons, want 10", n)
+	}
+}
+
+// TestBuildReportWordStaysTrue: a slot lost to an unverified wipe makes the
+// report not ready, with the slot's reason first, and takes back the
+// ephemeral workspace; a self-test older than its bound claims nothing; a
+// check that did not run proves nothing.
+func TestBuildReportWordStaysTrue(t *testing.T) {
+	now := time.Date(2026, 11, 7, 12, 1, 0, 0, time.UTC)
+	lost := "slot 0 (uid 200000) is out of use: its wipe could not be verified (process 42 of uid 200000)"
+	notRun := passed()
+	delete(notRun.Checks, agentsandbox.CheckWipe)
+	notRun.NotRun, notRun.Passed = []string{agentsandbox.CheckWipe}, false
+	notRun.Reasons = []string{"wipe: not run: no probe sandbox was created"}
+	aged := self
+	aged.SelfTestMaxAge = 30 * time.Second
+	tests := []struct {
+		name        string
+		self        Self
+		last        *Result
+		slots       Slots
+		wantReasons []string
+		wantMissing []string // isolation keys left out
+		wantChecks  bool     // the self-test's checks are reported
+	}{
+		{"SlotLost", self, passed(), Slots{Capacity: 2, Active: 2, Broken: []string{lost}},
+			[]string{lost}, []string{"workspace", "workspace_kind"}, true},
+		{"StaleSelfTest", aged, passed(), Slots{Capacity: 2},
+			[]string{"the last self-test ran 1m0s ago, longer than the 30s its proof holds for; no fact is claimed until one runs again"},
+			[]string{"host_network", "credentials", "profile", "egress_proxy", "workspace", "egress", "seccomp", "capabilities"}, false},
+		{"CheckNotRun", self, notRun, Slots{Capacity: 2},
+			[]string{"wipe: not run: no probe sandbox was created"}, []string{"workspace", "workspace_kind"}, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rep := BuildReport(tc.self, tc.last, tc.slots, now)
+			if *rep.Ready {
+				t.Error("ready")
+			}
+			if diff := cmp.Diff(tc.wantReasons, rep.Reasons); diff != "" {
+				t.Errorf("reasons (-want +got):\n%s", diff)
+			}
+			res, m := validate(t, rep)
+			if res.Valid {
+				t.Error("the contract accepts the report, so Live would show the stream alive and isolated")
+			}
+			iso := m["isolation"].(map[string]any)
+			for _, k := range tc.wantMissing {
+				if _, ok := iso[k]; ok {
+					t.Errorf("isolation.%s is claimed", k)
+				}
+			}
+			if _, has := m["checks"]; has != tc.wantChecks {
+				t.Errorf("checks reported: %v, want %v", has, tc.wantChecks)
+			}
+		})
 	}
 }

@@ -33,22 +33,23 @@ var probeScript string
 
 // Result is the outcome of one self-test.
 type Result struct {
-	// Checks maps every check name to whether it passed.
+	// Checks maps every check that ran to whether it passed; a check that
+	// could not run is absent (see NotRun), never reported as passed.
 	Checks map[string]bool `json:"checks"`
-	// Reasons say, for a person, why each failing check failed.
+	// NotRun lists the checks that could not run, in display order.
+	NotRun []string `json:"not_run,omitempty"`
+	// Reasons say, for a person, why each failing check failed and why each
+	// check that did not run could not.
 	Reasons []string `json:"reasons"`
 	// CheckedAt is when the self-test started.
 	CheckedAt time.Time `json:"checked_at"`
-	// Passed is true only when every check passed.
+	// Passed is true only when every check ran and passed.
 	Passed bool `json:"passed"`
 	// UserNamespace is true when the probe ran in its own user namespace
 	// (its uid map is not the host's identity map).
 	UserNamespace bool `json:"-"`
 	// Duration is how long the self-test took.
 	Duration time.Duration `json:"-"`
-	// Busy is true when every slot was in use, so the probe could not run
-	// (its checks failed for that reason only).
-	Busy bool `json:"-"`
 }
 
 // Sandboxes is what the self-test needs of a sandbox runtime;
@@ -90,6 +91,14 @@ type Deps struct {
 	// file that must be invisible in the sandbox (the worker's state
 	// directory, its home).
 	CanaryDirs []string
+	// Secrets are values of the worker's own (a canary it put in its
+	// environment at start, its tokens) that must never be visible inside a
+	// sandbox; clean_env fails when the probe's output holds one. They are
+	// compared, never logged.
+	Secrets []string
+	// MaxOpenFiles is the descriptor limit every sandbox process must have
+	// (the runtime's Config.MaxOpenFiles); 0 skips that part of limits.
+	MaxOpenFiles int
 	// Egress gives the probe sandbox the egress proxy; without it
 	// egress_refuses_private cannot be proved and fails.
 	Egress bool
@@ -107,12 +116,14 @@ var PrivateTargets = []string{
 	"[fd00::1]:443", "[::1]:443", "127.0.0.1:80",
 }
 
-// SelfTest runs the nine checks in one short-lived sandbox with ProbeLimits:
-// one exec of the probe script, host-side looks at the sandbox's cgroup and
-// processes, the guard's verdicts, then the wipe and an independent look at
-// what is left. When the probe cannot run at all (the runtime failed to
-// create or reach the sandbox) it is tried once more; a check that still
-// cannot be run fails with the reason. SelfTest never returns an error.
+// SelfTest runs the nine checks in one short-lived sandbox with ProbeLimits,
+// in the runtime's slot kept for the self-test (so a worker whose every slot
+// is busy still proves its facts): one exec of the probe script, host-side
+// looks at the sandbox's cgroup, processes, mounts and limits, the guard's
+// verdicts, then the wipe and an independent look at what is left. When the
+// probe cannot run at all (the runtime failed to create or reach the
+// sandbox) it is tried once more; a check that still cannot run is reported
+// as not run, with the reason. SelfTest never returns an error.
 func SelfTest(ctx context.Context, d Deps) Result {
 	if d.Now == nil {
 		d.Now = time.Now
@@ -123,7 +134,7 @@ func SelfTest(ctx context.Context, d Deps) Result {
 	}
 	start := d.Now()
 	obs := observe(ctx, d)
-	if obs.setup != "" && !obs.busy && ctx.Err() == nil {
+	if obs.setup != "" && ctx.Err() == nil {
 		// The probe did not run (the runtime failed, not a property): that
 		// proves nothing either way, so try once more before reporting it.
 		d.Logger.Warn("self-test probe did not run; trying once more", "reason", obs.setup)
@@ -131,7 +142,12 @@ func SelfTest(ctx context.Context, d Deps) Result {
 	}
 	res := evaluate(obs)
 	res.CheckedAt, res.Duration = start, d.Now().Sub(start)
-	d.Logger.Info("self-test", "passed", res.Passed, "failed", failed(res.Checks), "reasons", res.Reasons, "duration", res.Duration)
+	level := slog.LevelInfo
+	if !res.Passed {
+		level = slog.LevelWarn
+	}
+	d.Logger.Log(ctx, level, "self-test", "passed", res.Passed, "failed", failed(res.Checks), "not_run", res.NotRun,
+		"reasons", res.Reasons, "duration_ms", res.Duration.Milliseconds())
 	return res
 }
 
@@ -142,10 +158,11 @@ func (d Deps) logger() *slog.Logger {
 	return d.Logger
 }
 
+// failed lists the checks that ran and failed, in display order.
 func failed(checks map[string]bool) []string {
 	var out []string
 	for _, c := range agentsandbox.Checks() {
-		if !checks[c] {
+		if ok, ran := checks[c]; ran && !ok {
 			out = append(out, c)
 		}
 	}

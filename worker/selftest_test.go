@@ -28,6 +28,7 @@ type fakeBox struct {
 	uid  int
 	// break knobs
 	edit       func(lines []string) []string // rewrite the probe output
+	secret     string                        // a value of the worker's environment
 	leakEnv    bool                          // the worker's env reaches the sandbox
 	dialCanary bool                          // the sandbox reaches the host's loopback
 	seeHost    bool                          // host files are mounted
@@ -36,6 +37,8 @@ type fakeBox struct {
 	unverified bool                          // the runtime's wipe is not verified
 	leaveDir   bool                          // the wipe forgets the state dir
 	leaveProc  bool                          // a process survives the wipe
+	hostMount  bool                          // a writable host directory is mounted
+	fdUncapped bool                          // sandbox processes may open 20,000 files
 	failCreate error
 	execArgv   []string
 	deleted    bool
@@ -44,7 +47,8 @@ type fakeBox struct {
 func newFakeBox(tb testing.TB) *fakeBox {
 	tb.Helper()
 	root := tb.TempDir()
-	f := &fakeBox{tb: tb, proc: filepath.Join(root, "proc"), cg: filepath.Join(root, "cg", "codes-sandbox", "box1"), dir: filepath.Join(root, "box"), uid: 201000}
+	f := &fakeBox{tb: tb, proc: filepath.Join(root, "proc"), cg: filepath.Join(root, "cg", "codes-sandbox", "box1"), dir: filepath.Join(root, "box"), uid: 201000,
+		secret: "secret-" + randomHex(8)}
 	return f
 }
 
@@ -54,6 +58,28 @@ func (f *fakeBox) writeFile(path, data string) {
 		f.tb.Fatal(err)
 	}
 	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		f.tb.Fatal(err)
+	}
+}
+
+// goodMounts is the mount table of a sandbox that keeps every property.
+const goodMounts = `22 1 0:50 / / ro,nosuid,nodev - tmpfs tmpfs rw
+23 22 254:0 /usr /usr ro,nosuid,nodev - ext4 /dev/vda rw
+30 22 0:51 / /proc rw,nosuid,nodev,noexec - proc proc rw
+31 22 0:52 / /dev ro,nosuid,nodev - tmpfs tmpfs rw,mode=755
+32 31 0:5 /null /dev/null rw,nosuid - devtmpfs devtmpfs rw,size=1k
+33 31 0:53 / /dev/pts rw,nosuid,noexec - devpts devpts rw,mode=620,ptmxmode=666
+34 31 0:54 / /dev/pts rw,nosuid,noexec - devpts devpts rw,mode=620,ptmxmode=666,max=32
+35 22 0:55 /workspace /workspace rw,nosuid,nodev - tmpfs tmpfs rw,size=16384k,nr_inodes=4096,mode=711
+36 22 0:55 /tmp /tmp rw,nosuid,nodev - tmpfs tmpfs rw,size=16384k,nr_inodes=4096,mode=711
+`
+
+func (f *fakeBox) symlink(path, target string) {
+	f.tb.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		f.tb.Fatal(err)
+	}
+	if err := os.Symlink(target, path); err != nil && !os.IsExist(err) {
 		f.tb.Fatal(err)
 	}
 }
@@ -79,6 +105,19 @@ func (f *fakeBox) Create(_ context.Context, opts sandbox.Options) (sandbox.Info,
 	if f.outsidePid {
 		f.addProc(4243, "/elsewhere")
 	}
+	f.symlink(filepath.Join(f.proc, "self", "ns", "mnt"), "mnt:[4026531841]")
+	f.symlink(filepath.Join(f.proc, "4242", "ns", "mnt"), "mnt:[4026532999]")
+	mounts := goodMounts
+	if f.hostMount {
+		mounts += "60 22 254:0 /run/codes-sandbox/x /.sandbox rw,nosuid,nodev - ext4 /dev/vda rw\n"
+	}
+	f.writeFile(filepath.Join(f.proc, "4242", "mountinfo"), mounts)
+	files := "4096"
+	if f.fdUncapped {
+		files = "20000"
+	}
+	f.writeFile(filepath.Join(f.proc, "4242", "limits"), "Limit                     Soft Limit           Hard Limit           Units\n"+
+		"Max open files            "+files+"                 "+files+"                 files\n")
 	f.writeFile(filepath.Join(f.proc, "1", "status"), "Name:\tinit\nUid:\t0\t0\t0\t0\n")
 	return sandbox.Info{ID: "box1"}, nil
 }
@@ -88,7 +127,7 @@ func (f *fakeBox) Exec(_ context.Context, id string, req agentsandbox.ExecReques
 	canary, files := req.Argv[4], req.Argv[5:]
 	lines := goodProbeOutput(canary)
 	if f.leakEnv {
-		lines = append(lines, os.Environ()...)
+		lines = append(lines, "OPENVIBE_TOKEN="+f.secret)
 	}
 	if f.dialCanary {
 		if c, err := net.Dial("tcp", canary); err == nil {
@@ -175,7 +214,7 @@ func runFake(t *testing.T, f *fakeBox, guard Guard, egressOn bool) Result {
 	canaryDir := t.TempDir()
 	res := SelfTest(context.Background(), Deps{
 		Sandboxes: f, Guard: guard, Inspect: f.inspect, CanaryDirs: []string{canaryDir},
-		Egress: egressOn, ProcRoot: f.proc,
+		Secrets: []string{f.secret}, MaxOpenFiles: 4096, Egress: egressOn, ProcRoot: f.proc,
 	})
 	if ents, _ := os.ReadDir(canaryDir); len(ents) != 0 {
 		t.Errorf("canary files left in %s", canaryDir)
@@ -231,7 +270,7 @@ func TestSelfTestFailsWhenBroken(t *testing.T) {
 		{"NoEgress", func(*fakeBox) {}, nil, true, []string{agentsandbox.CheckEgressRefusesPrivate}, "no egress proxy"},
 		{"GuardAllowsPrivate", func(*fakeBox) {}, allowAll{}, false, []string{agentsandbox.CheckEgressRefusesPrivate}, "the egress guard allows 10.0.0.1:443"},
 		{"GuardAllowsOtherPorts", func(*fakeBox) {}, egress.NewGuard(egress.GuardConfig{Ports: []uint16{80, 443, 8080}}), false, []string{agentsandbox.CheckEgressRefusesPrivate}, "the egress guard does not refuse 1.1.1.1:8080 for its port"},
-		{"EnvLeaks", func(f *fakeBox) { f.leakEnv = true }, nil, false, []string{agentsandbox.CheckCleanEnv}, "canary variable"},
+		{"EnvLeaks", func(f *fakeBox) { f.leakEnv = true }, nil, false, []string{agentsandbox.CheckCleanEnv}, "a value of the worker's own environment"},
 		{"EnvNotRead", func(f *fakeBox) { f.edit = replace("environ_read", "environ_read 0") }, nil, false, []string{agentsandbox.CheckCleanEnv}, "no /proc/*/environ"},
 		{"HostFilesMounted", func(f *fakeBox) { f.seeHost = true }, nil, false, []string{agentsandbox.CheckNoHostFiles}, "/canary present"},
 		{"ShadowVisible", func(f *fakeBox) {
@@ -253,10 +292,10 @@ func TestSelfTestFailsWhenBroken(t *testing.T) {
 		{"WipeUnverified", func(f *fakeBox) { f.unverified = true }, nil, false, []string{agentsandbox.CheckWipe}, "did not verify the wipe"},
 		{"WipeLeavesDir", func(f *fakeBox) { f.leaveDir = true }, nil, false, []string{agentsandbox.CheckWipe}, "still there after the wipe"},
 		{"WipeLeavesProcess", func(f *fakeBox) { f.leaveProc = true }, nil, false, []string{agentsandbox.CheckWipe}, "process 4242 of the sandbox"},
-		{"NoSandbox", func(f *fakeBox) { f.failCreate = errors.New("no slot") }, nil, false, agentsandbox.Checks(), "cannot create the probe sandbox: no slot"},
-		{"ProbeOutputTooLong", func(f *fakeBox) {
-			f.edit = func(l []string) []string { return append(l, strings.Repeat("x", maxProbeOutput)) }
-		}, nil, false, agentsandbox.Checks()[:len(agentsandbox.Checks())-1], "printed more than 1048576 bytes"},
+		{"WritableHostMount", func(f *fakeBox) { f.hostMount = true }, nil, false, []string{agentsandbox.CheckNoHostFiles},
+			"the sandbox can write to /.sandbox (ext4)"},
+		{"DescriptorsUncapped", func(f *fakeBox) { f.fdUncapped = true }, nil, false, []string{agentsandbox.CheckLimits},
+			"sandbox process 4242 may open 20000 files (hard 20000), not 4096"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -293,12 +332,50 @@ func filterOut(lines []string, prefix string) []string {
 	return out
 }
 
-func TestSelfTestRestoresEnvironment(t *testing.T) {
-	f := newFakeBox(t)
-	runFake(t, f, nil, true)
-	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "CODES_SANDBOX_SELFTEST_CANARY_") {
-			t.Fatalf("canary left in the environment: %s", kv)
-		}
+// TestSelfTestNotRun: a check that could not run is reported as not run:
+// absent from the checks, listed, with why; never as passed.
+func TestSelfTestNotRun(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		breaks func(f *fakeBox)
+		ran    []string
+		reason string
+	}{
+		{"NoSandbox", func(f *fakeBox) { f.failCreate = errors.New("no slot") }, nil, "cannot create the probe sandbox: no slot"},
+		{"ProbeOutputTooLong", func(f *fakeBox) {
+			f.edit = func(l []string) []string { return append(l, strings.Repeat("x", maxProbeOutput)) }
+		}, []string{agentsandbox.CheckWipe}, "printed more than 1048576 bytes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeBox(t)
+			tc.breaks(f)
+			res := runFake(t, f, nil, true)
+			var wantNotRun []string
+			for _, c := range agentsandbox.Checks() {
+				if !slices.Contains(tc.ran, c) {
+					wantNotRun = append(wantNotRun, c)
+				}
+			}
+			if res.Passed || !slices.Equal(res.NotRun, wantNotRun) || len(res.Checks) != len(tc.ran) {
+				t.Fatalf("passed %v, not run %v, checks %v; want not run %v", res.Passed, res.NotRun, res.Checks, wantNotRun)
+			}
+			for _, c := range wantNotRun {
+				if !slices.ContainsFunc(res.Reasons, func(r string) bool {
+					return strings.HasPrefix(r, c+": not run: ") && strings.Contains(r, tc.reason)
+				}) {
+					t.Errorf("no reason says %s did not run because %s: %q", c, tc.reason, res.Reasons)
+				}
+			}
+		})
+	}
+}
+
+// TestSelfTestLeavesEnvironment: the self-test changes nothing of the
+// process's environment.
+func TestSelfTestLeavesEnvironment(t *testing.T) {
+	before := os.Environ()
+	runFake(t, newFakeBox(t), nil, true)
+	if after := os.Environ(); !slices.Equal(before, after) {
+		t.Fatalf("the environment changed:\nbefore %q\nafter  %q", before, after)
 	}
 }

@@ -122,35 +122,37 @@ func readSecret(path string) (string, error) {
 
 // buildTargets turns the configured targets into check-in targets, reading
 // each token from its file or from $CODES_SANDBOX_SERVICE_TOKEN (which is
-// then removed from the environment).
-func buildTargets(cfgs []targetConfig, caFile string) ([]worker.Target, error) {
+// then removed from the environment). tokens are the tokens read, for the
+// self-test to look for in its sandbox.
+func buildTargets(cfgs []targetConfig, caFile string) (targets []worker.Target, tokens []string, err error) {
 	envToken := os.Getenv(tokenEnv)
 	os.Unsetenv(tokenEnv)
 	hc, err := liveHTTPClient(caFile)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var out []worker.Target
 	for i, tc := range cfgs {
 		if tc.LiveURL == "" || tc.Stream == "" || tc.Subject == "" {
-			return nil, fmt.Errorf("check-in target %d: --live-url, --stream and --subject are all required", i+1)
+			return nil, nil, fmt.Errorf("check-in target %d: --live-url, --stream and --subject are all required", i+1)
 		}
 		token := envToken
 		if tc.ServiceTokenFile != "" {
 			if token, err = readSecret(tc.ServiceTokenFile); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		}
 		if token == "" {
-			return nil, fmt.Errorf("check-in target %d: no service token (--service-token-file or $%s)", i+1, tokenEnv)
+			return nil, nil, fmt.Errorf("check-in target %d: no service token (--service-token-file or $%s)", i+1, tokenEnv)
 		}
 		lc, err := client.NewLive(tc.LiveURL, token, hc)
 		if err != nil {
-			return nil, fmt.Errorf("check-in target %d: %w", i+1, err)
+			return nil, nil, fmt.Errorf("check-in target %d: %w", i+1, err)
 		}
 		out = append(out, worker.Target{LiveURL: tc.LiveURL, Stream: tc.Stream, Subject: tc.Subject, Live: lc})
+		tokens = append(tokens, token)
 	}
-	return out, nil
+	return out, tokens, nil
 }
 
 // liveHTTPClient returns the client for Live: no proxy from the environment,
@@ -213,7 +215,7 @@ func checkinCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr 
 		fmt.Fprintf(stderr, "codes-sandbox checkin: %v\n", err)
 		return 2
 	}
-	targets, err := buildTargets(append(fc.CheckIns, cf.targets...), cmp.Or(cf.caFile, fc.LiveCAFile))
+	targets, tokens, err := buildTargets(append(fc.CheckIns, cf.targets...), cmp.Or(cf.caFile, fc.LiveCAFile))
 	if err == nil && len(targets) == 0 {
 		err = errors.New("no check-in target: give --live-url, --stream, --subject")
 	}
@@ -222,7 +224,9 @@ func checkinCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr 
 		return 2
 	}
 	log := newLogger(stderr)
-	st, err := newStack(sf.config(fc, 1), log)
+	stc := sf.config(fc, 1)
+	stc.secrets = tokens
+	st, err := newStack(stc, log)
 	if err != nil {
 		fmt.Fprintf(stderr, "codes-sandbox checkin: %v\n", err)
 		return 1
@@ -232,7 +236,7 @@ func checkinCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr 
 	self := st.self(cmp.Or(cf.workerID, fc.WorkerID, defaultWorkerID()))
 	code := 0
 	for _, t := range targets {
-		a, err := worker.CheckIn(ctx, t, worker.BuildReport(self, &res, st.rt.Capacity(), st.rt.Active(), time.Now()), log)
+		a, err := worker.CheckIn(ctx, t, worker.BuildReport(self, &res, st.slots(), time.Now()), log)
 		out := map[string]any{"live": t.LiveURL, "stream": t.Stream}
 		if err != nil {
 			out["error"] = err.Error()

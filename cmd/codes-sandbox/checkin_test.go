@@ -79,7 +79,7 @@ func TestBuildTargets(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv(tokenEnv, tc.env)
-			targets, err := buildTargets([]targetConfig{tc.cfg}, "")
+			targets, _, err := buildTargets([]targetConfig{tc.cfg}, "")
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("err = %v, want %q", err, tc.err)
@@ -151,7 +151,7 @@ func TestLiveOverHTTPS(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv(tokenEnv, "ovs_x")
-			targets, err := buildTargets([]targetConfig{{LiveURL: srv.URL, Stream: "s", Subject: "p"}}, tc.ca)
+			targets, _, err := buildTargets([]targetConfig{{LiveURL: srv.URL, Stream: "s", Subject: "p"}}, tc.ca)
 			if err != nil {
 				t.Fatal(err)
 			}

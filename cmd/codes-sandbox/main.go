@@ -9,11 +9,15 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"syscall"
 
+	"golang.org/x/sys/unix"
 	"openvibe.network/agentsandbox/internal/cli"
 )
 
@@ -28,10 +32,19 @@ func commands() []cli.Command {
 	}
 }
 
+// canaryEnv names the variable the worker puts in its own environment at
+// start, with a random value the self-test must never find in a sandbox.
+const canaryEnv = "CODES_SANDBOX_CANARY"
+
 func main() {
 	if code, ok := maybeInit(); ok {
 		os.Exit(code)
 	}
+	// This process's own state, set once before anything runs: descriptors
+	// it inherited without close-on-exec never reach a sandbox, and the
+	// canary is in its environment for the self-test to look for.
+	_ = unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC)
+	_ = os.Setenv(canaryEnv, "canary-"+randomHex(16))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := dispatch(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
@@ -42,4 +55,11 @@ func main() {
 // call it directly.
 func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return cli.Dispatch(ctx, "codes-sandbox", commands(), args, stdin, stdout, stderr)
+}
+
+// randomHex returns n random bytes in hex.
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }

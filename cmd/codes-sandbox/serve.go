@@ -82,22 +82,33 @@ func serve(ctx context.Context, o serveOptions, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	targets, err := buildTargets(append(fc.CheckIns, o.checkIns.targets...), cmp.Or(o.checkIns.caFile, fc.LiveCAFile))
+	targets, tokens, err := buildTargets(append(fc.CheckIns, o.checkIns.targets...), cmp.Or(o.checkIns.caFile, fc.LiveCAFile))
 	if err != nil {
 		return err
 	}
-	capacity := cmp.Or(o.capacity, fc.Capacity, sandbox.DefaultCapacity)
-	st, err := newStack(o.stack.config(fc, capacity), log)
+	// Listen first: an address in use is reported at once, not after the
+	// self-test.
+	ln, err := net.Listen("tcp", cmp.Or(o.listen, fc.Listen, defaultListen))
 	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	capacity := cmp.Or(o.capacity, fc.Capacity, sandbox.DefaultCapacity)
+	stc := o.stack.config(fc, capacity)
+	stc.secrets = append(tokens, token)
+	st, err := newStack(stc, log)
+	if err != nil {
+		ln.Close()
 		return err
 	}
 	defer st.close()
 	self := st.self(cmp.Or(o.checkIns.workerID, fc.WorkerID, defaultWorkerID()))
+	self.SelfTestMaxAge = 2*o.selfTestEvery + time.Minute
 
 	first := st.tester.Run(ctx)
-	log.Info("self-test at start", "passed", first.Passed, "reasons", first.Reasons, "duration", first.Duration)
+	log.Log(ctx, levelOf(first.Passed), "self-test at start", "passed", first.Passed, "reasons", first.Reasons,
+		"duration_ms", first.Duration.Milliseconds())
 
-	srv, served, err := startAPI(st, token, cmp.Or(o.listen, fc.Listen, defaultListen), o.addrFile, log)
+	srv, served, err := startAPI(st, token, ln, o.addrFile, log)
 	if err != nil {
 		return err
 	}
@@ -111,7 +122,7 @@ func serve(ctx context.Context, o serveOptions, log *slog.Logger) error {
 			_ = worker.RunCheckIns(loops, worker.CheckInConfig{
 				Targets: targets, Interval: o.checkInEvery, Logger: log.With("component", "checkin"),
 				Report: func(now time.Time) agentsandbox.WorkerCheckIn {
-					return worker.BuildReport(self, st.tester.Last(), st.rt.Capacity(), st.rt.Active(), now)
+					return worker.BuildReport(self, st.tester.Last(), st.slots(), now)
 				},
 			})
 		})
@@ -146,20 +157,17 @@ func apiToken(file string) (string, error) {
 	return token, nil
 }
 
-// startAPI serves the worker API for Codes on listen and writes the address
-// to addrFile (when set); served gets the server's end.
-func startAPI(st *stack, token, listen, addrFile string, log *slog.Logger) (*http.Server, <-chan error, error) {
+// startAPI serves the worker API for Codes on ln and writes its address to
+// addrFile (when set); served gets the server's end.
+func startAPI(st *stack, token string, ln net.Listener, addrFile string, log *slog.Logger) (*http.Server, <-chan error, error) {
 	api, err := workerapi.New(workerapi.Config{
 		Runtime: st.rt, Token: token, Egress: st.proxy != nil, Logger: log.With("component", "api"),
 		Status:      func() workerapi.Status { return status(st) },
 		RunSelfTest: func(ctx context.Context) (workerapi.SelfTestSummary, error) { return summary(st.tester.Run(ctx)), nil },
 	})
 	if err != nil {
+		ln.Close()
 		return nil, nil, err
-	}
-	ln, err := net.Listen("tcp", listen)
-	if err != nil {
-		return nil, nil, fmt.Errorf("listen: %w", err)
 	}
 	srv := &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
@@ -175,8 +183,16 @@ func startAPI(st *stack, token, listen, addrFile string, log *slog.Logger) (*htt
 	return srv, served, nil
 }
 
+// levelOf is the log level of an outcome: warn when it failed.
+func levelOf(ok bool) slog.Level {
+	if ok {
+		return slog.LevelInfo
+	}
+	return slog.LevelWarn
+}
+
 func status(st *stack) workerapi.Status {
-	s := workerapi.Status{Capacity: st.rt.Capacity(), Active: st.rt.Active()}
+	s := workerapi.Status{Capacity: st.rt.Capacity(), Active: st.rt.Active(), SlotsOutOfUse: st.rt.Broken()}
 	if last := st.tester.Last(); last != nil {
 		sum := summary(*last)
 		s.SelfTest = &sum
@@ -185,7 +201,7 @@ func status(st *stack) workerapi.Status {
 }
 
 func summary(r worker.Result) workerapi.SelfTestSummary {
-	return workerapi.SelfTestSummary{Passed: r.Passed, Checks: r.Checks, Reasons: r.Reasons, CheckedAt: r.CheckedAt}
+	return workerapi.SelfTestSummary{Passed: r.Passed, Checks: r.Checks, NotRun: r.NotRun, Reasons: r.Reasons, CheckedAt: r.CheckedAt}
 }
 
 // writeAtomic writes data to path through a temporary file and a rename.

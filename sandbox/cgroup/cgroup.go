@@ -33,7 +33,8 @@ type Options struct {
 	// /sys/fs/cgroup); only mounts at or under it are considered.
 	Root string
 	// Parent is the directory, below each hierarchy's mount, that holds the
-	// groups (default "codes-sandbox"). It is created when missing.
+	// groups (default "codes-sandbox"); it may have several levels
+	// ("codes-sandbox/rt-1"). Every level is created when missing.
 	Parent string
 	// MountInfo is the text of /proc/self/mountinfo; empty reads the file.
 	MountInfo string
@@ -79,7 +80,7 @@ func DetectAt(opts Options) (*Hierarchy, error) {
 	if opts.Parent == "" {
 		opts.Parent = DefaultParent
 	}
-	if err := checkName(opts.Parent); err != nil {
+	if err := checkPath(opts.Parent); err != nil {
 		return nil, fmt.Errorf("detect cgroups: parent: %w", err)
 	}
 	if opts.MountInfo == "" {
@@ -98,6 +99,43 @@ func DetectAt(opts Options) (*Hierarchy, error) {
 
 // Version is 1 or 2.
 func (h *Hierarchy) Version() int { return h.version }
+
+// Sub returns the hierarchy whose parent is name below h's parent: the
+// groups of one runtime live in their own directory, so that a runtime
+// that ended without cleaning up can be found and removed whole (see
+// RemoveTree). Nothing is created until the first Create. It fails for an
+// invalid name.
+func (h *Hierarchy) Sub(name string) (*Hierarchy, error) {
+	if err := checkName(name); err != nil {
+		return nil, fmt.Errorf("cgroup sub-hierarchy: %w", err)
+	}
+	sub := *h
+	sub.parent = h.parent + "/" + name
+	return &sub, nil
+}
+
+// ParentDirs are the parent's directories, one per distinct hierarchy.
+func (h *Hierarchy) ParentDirs() []string {
+	var out []string
+	for _, c := range controllers {
+		if mount, ok := h.dirs[c]; ok {
+			if d := filepath.Join(mount, h.parent); !slices.Contains(out, d) {
+				out = append(out, d)
+			}
+		}
+	}
+	return out
+}
+
+// checkPath refuses a parent that is not one or more plain path elements.
+func checkPath(p string) error {
+	for _, name := range strings.Split(p, "/") {
+		if err := checkName(name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // checkName refuses names that are not one plain path element.
 func checkName(name string) error {
@@ -203,8 +241,9 @@ func (g *Group) ctlOf(dir string) string {
 	return strings.Join(names, ",")
 }
 
-// ensureParents makes the parent directory in every hierarchy and, on v2,
-// enables the controllers for its children.
+// ensureParents makes every level of the parent directory in every
+// hierarchy and, on v2, enables the controllers for the children of the
+// mount's root and of each level.
 func (h *Hierarchy) ensureParents() error {
 	done := map[string]bool{}
 	for _, c := range controllers {
@@ -213,16 +252,21 @@ func (h *Hierarchy) ensureParents() error {
 			continue
 		}
 		done[mount] = true
-		p := filepath.Join(mount, h.parent)
-		if err := h.mkdir(p, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-			return fmt.Errorf("make parent %s: %w", p, err)
-		}
-		if h.version != 2 {
-			continue
-		}
-		for _, dir := range []string{mount, p} {
+		dir := mount
+		if h.version == 2 {
 			if err := enableControllers(dir); err != nil {
 				return err
+			}
+		}
+		for _, level := range strings.Split(h.parent, "/") {
+			dir = filepath.Join(dir, level)
+			if err := h.mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+				return fmt.Errorf("make parent %s: %w", dir, err)
+			}
+			if h.version == 2 {
+				if err := enableControllers(dir); err != nil {
+					return err
+				}
 			}
 		}
 	}

@@ -50,18 +50,11 @@ func (g *Group) Enter(pid int) error {
 func (g *Group) Pids() ([]int, error) {
 	var out []int
 	for _, f := range g.ProcsFiles() {
-		b, err := os.ReadFile(f)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
+		pids, err := readPids(f)
 		if err != nil {
 			return nil, fmt.Errorf("list cgroup %s: %w", g.name, err)
 		}
-		for _, s := range strings.Fields(string(b)) {
-			pid, err := strconv.Atoi(s)
-			if err != nil {
-				return nil, fmt.Errorf("list cgroup %s: bad pid %q in %s", g.name, s, f)
-			}
+		for _, pid := range pids {
 			if !slices.Contains(out, pid) {
 				out = append(out, pid)
 			}
@@ -263,4 +256,113 @@ func (b *backoff) wait(ctx context.Context) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// RemoveTree ends every process in the group name below the parent and in
+// all the groups below it, then removes their directories, deepest first,
+// in every hierarchy. A missing group is fine. A runtime keeps its groups in
+// a directory of its own (see Sub), so RemoveTree with that directory's name
+// removes everything a runtime that died left behind, and a closing runtime
+// removes its own directory the same way. It fails when ctx ends first, when
+// a directory cannot be read or removed, or when the calling process itself
+// is in the tree.
+func (h *Hierarchy) RemoveTree(ctx context.Context, name string) error {
+	if err := checkName(name); err != nil {
+		return fmt.Errorf("remove cgroup tree: %w", err)
+	}
+	var dirs []string
+	for _, root := range h.ParentDirs() {
+		found, err := treeDirs(filepath.Join(root, name))
+		if err != nil {
+			return fmt.Errorf("remove cgroup tree %s: %w", name, err)
+		}
+		dirs = append(dirs, found...)
+	}
+	if len(dirs) == 0 {
+		return nil
+	}
+	if err := killDirs(ctx, dirs); err != nil {
+		return fmt.Errorf("remove cgroup tree %s: %w", name, err)
+	}
+	// Deepest first: a cgroup with children cannot be removed.
+	slices.SortStableFunc(dirs, func(a, b string) int { return strings.Count(b, "/") - strings.Count(a, "/") })
+	for _, d := range dirs {
+		for b := newBackoff(); ; {
+			err := syscall.Rmdir(d)
+			if err == nil || errors.Is(err, fs.ErrNotExist) {
+				break
+			}
+			if !errors.Is(err, syscall.EBUSY) || b.wait(ctx) != nil {
+				return fmt.Errorf("remove cgroup tree %s: %s: %w", name, d, err)
+			}
+		}
+	}
+	return nil
+}
+
+// treeDirs returns root and every directory below it (each a cgroup);
+// none when root does not exist.
+func treeDirs(root string) ([]string, error) {
+	var out []string
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			out = append(out, p)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// killDirs sends SIGKILL to every process of the cgroup directories until
+// none is left, or ctx ends.
+func killDirs(ctx context.Context, dirs []string) error {
+	self := os.Getpid()
+	for b := newBackoff(); ; {
+		var pids []int
+		for _, d := range dirs {
+			got, err := readPids(filepath.Join(d, "cgroup.procs"))
+			if err != nil {
+				return err
+			}
+			pids = append(pids, got...)
+		}
+		if len(pids) == 0 {
+			return nil
+		}
+		for _, pid := range pids {
+			if pid == self {
+				return fmt.Errorf("the calling process %d is in the tree", pid)
+			}
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		if err := b.wait(ctx); err != nil {
+			return fmt.Errorf("%d processes left: %w", len(pids), err)
+		}
+	}
+}
+
+// readPids returns the pids of a cgroup.procs file; a missing file has none.
+func readPids(file string) ([]int, error) {
+	b, err := os.ReadFile(file)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	for _, s := range strings.Fields(string(b)) {
+		pid, err := strconv.Atoi(s)
+		if err != nil {
+			return nil, fmt.Errorf("bad pid %q in %s", s, file)
+		}
+		out = append(out, pid)
+	}
+	return out, nil
 }

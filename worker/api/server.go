@@ -44,8 +44,11 @@ type Runtime interface {
 type SelfTestSummary struct {
 	// Passed is true only when every check passed.
 	Passed bool `json:"passed"`
-	// Checks maps each check name to whether it passed.
+	// Checks maps each check that ran to whether it passed; a check that
+	// could not run is absent, and listed in NotRun.
 	Checks map[string]bool `json:"checks"`
+	// NotRun lists the checks that could not run.
+	NotRun []string `json:"not_run,omitempty"`
 	// Reasons say, for a person, why each failing check failed.
 	Reasons   []string  `json:"reasons"`
 	CheckedAt time.Time `json:"checked_at"`
@@ -60,6 +63,9 @@ type Status struct {
 	Active int `json:"active"`
 	// SelfTest is the last self-test, nil before the first one finished.
 	SelfTest *SelfTestSummary `json:"self_test"`
+	// SlotsOutOfUse says, per slot kept out of use because its wipe could
+	// not be verified, why; the worker is not ready while any is.
+	SlotsOutOfUse []string `json:"slots_out_of_use,omitempty"`
 }
 
 // Defaults of Config.

@@ -1,0 +1,142 @@
+package sandbox
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"openvibe.network/agentsandbox"
+	"openvibe.network/agentsandbox/internal/testenv"
+	"openvibe.network/agentsandbox/sandbox/cgroup"
+)
+
+// crashHelperEnv makes the test binary a worker that is about to be killed:
+// it opens a runtime in the state directory the variable names, creates a
+// sandbox that writes 100 MB into its workspace, prints what it made and
+// waits to be killed.
+const crashHelperEnv = "SANDBOX_TEST_CRASH_HELPER"
+
+func crashHelper(stateDir string) int {
+	rt, err := NewRuntime(Config{Capacity: 1, StateDir: stateDir})
+	if err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	info, err := rt.Create(context.Background(), Options{})
+	if err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	var out strings.Builder
+	if _, err := rt.Exec(context.Background(), info.ID, agentsandbox.ExecRequest{
+		Argv: []string{"sh", "-c", "dd if=/dev/zero of=/workspace/big bs=1M count=100 2>/dev/null; sleep 300 & echo written"},
+	}, &out, nil); err != nil || out.String() != "written\n" {
+		fmt.Println("error", err, out.String())
+		return 1
+	}
+	fmt.Println("ready", rt.name, info.HostUID, rt.boxPath(info.ID))
+	select {}
+}
+
+// TestCrashLeavesNothing: a worker killed with SIGKILL while its sandbox
+// runs, and a new runtime started at once after it (no waiting for an age),
+// leave nothing of the dead one behind: no mount, no cgroup, no process of
+// its uid, no directory, no lock.
+func TestCrashLeavesNothing(t *testing.T) {
+	testenv.RequireSandbox(t)
+	state, err := os.MkdirTemp("/run", "codes-sandbox-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(state) })
+	if err := os.Chmod(state, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	helper := exec.Command(os.Args[0], "-test.run=^$")
+	helper.Env = append(os.Environ(), crashHelperEnv+"="+state)
+	stdout, err := helper.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	helper.Stderr = os.Stderr
+	if err := helper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "ready ") {
+		_ = helper.Process.Kill()
+		t.Fatalf("helper: %q %v", line, err)
+	}
+	var name, boxDir string
+	var uid int
+	if _, err := fmt.Sscanf(line, "ready %s %d %s", &name, &uid, &boxDir); err != nil {
+		t.Fatal(err)
+	}
+	if mounts, _ := mountsUnder(boxDir); len(mounts) != 2 {
+		t.Fatalf("the helper's sandbox has mounts %v, want its tmpfs and devpts", mounts)
+	}
+	_ = helper.Process.Signal(syscall.SIGKILL)
+	_ = helper.Wait()
+
+	newRuntime(t, Config{Capacity: 1, StateDir: state})
+	if mounts, err := mountsUnder(filepath.Join(state, name)); err != nil || len(mounts) > 0 {
+		t.Errorf("mounts of the dead runtime left: %v %v", mounts, err)
+	}
+	for _, p := range []string{filepath.Join(state, name), filepath.Join(runtimeLockDir, name+".lock")} {
+		if _, err := os.Lstat(p); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s left (%v)", p, err)
+		}
+	}
+	base, err := cgroup.Detect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range base.ParentDirs() {
+		if _, err := os.Stat(filepath.Join(d, name)); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("cgroup %s left (%v)", filepath.Join(d, name), err)
+		}
+	}
+	// The kernel may take a moment to reap what the cgroup kill ended.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		pids, err := uidProcesses(uid)
+		if err == nil && len(pids) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("processes of the dead runtime's uid %d left: %v %v", uid, pids, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestStaleKeepsLiveRuntimes: cleaning up never touches a live runtime's
+// directory or cgroups, whatever its state directory.
+func TestStaleKeepsLiveRuntimes(t *testing.T) {
+	live := newRuntime(t, Config{Capacity: 1})
+	info := newBox(t, live, Options{})
+	state, err := os.MkdirTemp("/run", "codes-sandbox-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(state) })
+	if err := os.Chmod(state, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	newRuntime(t, Config{Capacity: 1, StateDir: state})
+	if out := shOK(t, live, info.ID, "echo alive"); out != "alive\n" {
+		t.Fatalf("the live runtime's sandbox: %q", out)
+	}
+	if _, err := os.Stat(live.dir); err != nil {
+		t.Fatalf("the live runtime's directory: %v", err)
+	}
+}

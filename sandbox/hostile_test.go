@@ -1,0 +1,322 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+	"openvibe.network/agentsandbox"
+	"openvibe.network/agentsandbox/internal/mountinfo"
+)
+
+// The tests of this file are the findings of a hostile tenant's attempts,
+// each one now refused: every one of them failed on the runtime before
+// this design (a writable host directory at /.sandbox, a control socket the
+// sandbox owned, uncapped descriptors and ptys, the env on a command line,
+// an exec timeout a setsid child outlived).
+
+// TestNoWritableHostDir: seen from the host, every read-write mount of a
+// sandbox is a tmpfs with a size and an inode cap (or its capped devpts, or
+// its /proc); nothing of the host's disk is writable, and writing past the
+// disk limit fails inside while the host's free space does not move.
+func TestNoWritableHostDir(t *testing.T) {
+	rt := newRuntime(t, Config{Capacity: 1, MaxPtys: 8})
+	info := newBox(t, rt, Options{Limits: agentsandbox.Limits{DiskMB: 64, MemoryMB: 512}})
+	b := mustBox(t, rt, info.ID)
+	mounts, err := mountinfo.Read("/proc", b.initPid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writable := map[string]bool{}
+	// Only the last mount at a point is the one the sandbox sees
+	// (bubblewrap's own uncapped devpts lies under the runtime's).
+	for _, m := range mountinfo.Visible(mounts) {
+		if m.ReadOnly() {
+			continue
+		}
+		writable[m.Point] = true
+		switch {
+		case m.FSType == "tmpfs":
+			if !m.Has("size") || !m.Has("nr_inodes") {
+				t.Errorf("writable tmpfs %s has no size or inode cap: %v", m.Point, m.SuperOptions)
+			}
+		case m.FSType == "devpts":
+			if m.Value("max") != "8" {
+				t.Errorf("devpts %s is not capped at 8 ptys: %v", m.Point, m.SuperOptions)
+			}
+		case m.FSType == "proc" && m.Point == "/proc":
+		case m.FSType == "devtmpfs" && strings.HasPrefix(m.Point, "/dev/"):
+			// bubblewrap's device nodes (null, zero, tty…): binds of single
+			// character devices, no file can be made there.
+			if fi, err := os.Stat(fmt.Sprintf("/proc/%d/root%s", b.initPid, m.Point)); err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+				t.Errorf("writable devtmpfs mount %s is not a device node (%v)", m.Point, err)
+			}
+		default:
+			t.Errorf("writable %s mount at %s (%v)", m.FSType, m.Point, m.SuperOptions)
+		}
+	}
+	for _, p := range []string{Workspace, "/tmp", "/dev/shm", "/dev/pts"} {
+		if !writable[p] {
+			t.Errorf("%s is not among the writable mounts %v", p, writable)
+		}
+	}
+	var before unix.Statfs_t
+	if err := unix.Statfs("/", &before); err != nil {
+		t.Fatal(err)
+	}
+	r := sh(t, rt, info.ID, "test -e /.sandbox && echo control-dir-visible; "+
+		"dd if=/dev/zero of=/workspace/big bs=1M count=200 2>&1; echo dd=$?; rm /workspace/big; "+
+		"python3 -c 'import os\nn = 0\ntry:\n  while n < 20000: os.close(os.open(\"/tmp/f%d\" % n, os.O_CREAT | os.O_WRONLY)); n += 1\nexcept OSError: pass\nprint(\"files=%d\" % n)'; "+
+		"touch /dev/made 2>/dev/null && echo dev-writable; touch /.made 2>/dev/null && echo root-writable; true")
+	var after unix.Statfs_t
+	if err := unix.Statfs("/", &after); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{"control-dir-visible", "dev-writable", "root-writable"} {
+		if strings.Contains(r.stdout, bad) {
+			t.Errorf("%s: %q", bad, r.stdout)
+		}
+	}
+	if !strings.Contains(r.stdout, "No space left on device") || strings.Contains(r.stdout, "dd=0") {
+		t.Errorf("a 200 MB write into a 64 MB workspace did not run out of space: %q", r.stdout)
+	}
+	if !strings.Contains(r.stdout, "files=") || strings.Contains(r.stdout, "files=20000") {
+		t.Errorf("20,000 files were made past an inode cap of %d: %q (exit %d %s, stderr %q)", inodeCap(64<<20), r.stdout, r.ExitCode, r.Reason, r.stderr)
+	}
+	// The host's root file system is not where the sandbox writes: allow
+	// for the rest of the machine (1 MB), far below the 64 MB written.
+	if moved := (int64(before.Bavail) - int64(after.Bavail)) * before.Bsize; moved > 1<<20 {
+		t.Errorf("the host's free disk space fell by %d bytes while the sandbox wrote", moved)
+	}
+}
+
+// TestWipeDefeatsHostileTrees: whatever the sandbox makes in its writable
+// space (a tree 21,000 levels deep, tens of thousands of entries, names with
+// newlines and invalid UTF-8, directories nobody may read or enter), the
+// wipe is verified at once and the slot serves the next sandbox.
+func TestWipeDefeatsHostileTrees(t *testing.T) {
+	rt := newRuntime(t, Config{Capacity: 1})
+	info, err := rt.Create(context.Background(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, rt, info.ID, agentsandbox.ExecRequest{Argv: []string{"python3", "-c", `
+import os
+os.chdir("/workspace")
+os.mkdir("deep"); os.chdir("deep")
+for i in range(21000):
+    os.mkdir("d"); os.chdir("d")
+os.chdir("/tmp")
+os.mkdir("wide")
+for i in range(30000):
+    open("wide/%d" % i, "w").close()
+for n in [b"new\nline", b"\xff\xfe", b" lead", b"-rf"]:
+    open(b"/workspace/" + n, "w").close()
+os.mkdir("/workspace/locked"); open("/workspace/locked/x", "w").close()
+os.chmod("/workspace/locked", 0)
+os.chmod("/workspace", 0o500)
+print("made")
+`}, Timeout: time.Minute})
+	if r.ExitCode != 0 || r.stdout != "made\n" {
+		t.Fatalf("making the trees: exit %d %q %q", r.ExitCode, r.stdout, r.stderr)
+	}
+	rep, err := rt.Delete(context.Background(), info.ID)
+	if err != nil || !rep.Verified {
+		t.Fatalf("wipe: %+v %v", rep, err)
+	}
+	if rt.Active() != 0 || len(rt.Broken()) != 0 {
+		t.Fatalf("after the wipe: active %d, broken %v", rt.Active(), rt.Broken())
+	}
+	next := newBox(t, rt, Options{})
+	if out := shOK(t, rt, next.ID, "ls -A /workspace /tmp | wc -l"); strings.TrimSpace(out) != "3" {
+		t.Fatalf("the next sandbox sees leftovers: %q", out)
+	}
+}
+
+// TestDescriptorAndPtyCaps: every process of a sandbox has the runtime's
+// descriptor limit, soft and hard, and cannot raise it; a sandbox cannot
+// hold more ptys than its cap, nor raise the host's counts past its caps.
+func TestDescriptorAndPtyCaps(t *testing.T) {
+	rt := newRuntime(t, Config{Capacity: 1, MaxOpenFiles: 256, MaxPtys: 4})
+	info := newBox(t, rt, Options{})
+	filesBefore, ptysBefore := hostCount(t, "/proc/sys/fs/file-nr"), hostCount(t, "/proc/sys/kernel/pty/nr")
+	r := run(t, rt, info.ID, agentsandbox.ExecRequest{Argv: []string{"python3", "-c", `
+import os, resource, sys, time
+print("limit", *resource.getrlimit(resource.RLIMIT_NOFILE))
+try:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (4096, 4096)); print("raised")
+except (ValueError, OSError): print("raise-refused")
+fds = []
+try:
+    while True: fds.append(os.open("/dev/null", os.O_RDONLY))
+except OSError: print("files", len(fds))
+for f in fds: os.close(f)
+ptys = []
+try:
+    while True: ptys.append(os.open("/dev/ptmx", os.O_RDWR | os.O_NOCTTY))
+except OSError as e: print("ptys", len(ptys), e.errno)
+# hold them while the host counts
+for i in range(4):
+    if os.fork() == 0:
+        fds = [os.open("/dev/null", os.O_RDONLY) for _ in range(200)]
+        time.sleep(3); os._exit(0)
+sys.stdout.flush()
+print("held", flush=True)
+time.sleep(1)
+`}, Timeout: time.Minute})
+	filesDuring, ptysDuring := hostCount(t, "/proc/sys/fs/file-nr"), hostCount(t, "/proc/sys/kernel/pty/nr")
+	want := "limit 256 256\nraise-refused\nfiles 253\nptys 4 28\nheld\n"
+	if r.stdout != want {
+		t.Errorf("inside: %q, want %q (stderr %q)", r.stdout, want, r.stderr)
+	}
+	// The count is read after the exec: what it opened is closed again, so
+	// only the four children's 800 may still be counted (plus the rest of the
+	// machine); 5 × 256 is the most the sandbox's processes of this test
+	// could hold.
+	if d := filesDuring - filesBefore; d > 5*256+200 {
+		t.Errorf("the host's open files rose by %d, past the sandbox's caps", d)
+	}
+	if d := ptysDuring - ptysBefore; d > 4 {
+		t.Errorf("the host's ptys rose by %d, past the sandbox's cap of 4", d)
+	}
+	limits, err := os.ReadFile(fmt.Sprintf("/proc/%d/limits", mustBox(t, rt, info.ID).initPid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexpLine(string(limits), "Max open files", "256", "256") {
+		t.Errorf("the init's limits seen from the host:\n%s", limits)
+	}
+}
+
+// hostCount reads the first number of a /proc/sys file.
+func hostCount(tb testing.TB, file string) int {
+	tb.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	n, err := strconv.Atoi(strings.Fields(string(b))[0])
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return n
+}
+
+// regexpLine reports whether text has a line that starts with name and whose
+// next fields are want.
+func regexpLine(text, name string, want ...string) bool {
+	for _, l := range strings.Split(text, "\n") {
+		if rest, ok := strings.CutPrefix(l, name); ok {
+			f := strings.Fields(rest)
+			return len(f) >= len(want) && strings.Join(f[:len(want)], " ") == strings.Join(want, " ")
+		}
+	}
+	return false
+}
+
+// TestSecretsNotOnCommandLines: a value given in Options.Env reaches the
+// sandbox's commands, and no host process shows it on its command line or
+// (to another user) in its environment.
+func TestSecretsNotOnCommandLines(t *testing.T) {
+	rt := newRuntime(t, Config{Capacity: 2})
+	canary := "sk-canary-" + randomID()
+	info := newBox(t, rt, Options{Env: map[string]string{"OPENAI_API_KEY": canary}})
+	if out := shOK(t, rt, info.ID, "echo $OPENAI_API_KEY"); out != canary+"\n" {
+		t.Fatalf("the env did not reach the command: %q", out)
+	}
+	// A one-command sandbox too, while it runs.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := &signalWriter{want: "up", seen: make(chan struct{})}
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := rt.Run(ctx, Options{Env: map[string]string{"RUN_TOKEN": canary}}, []string{"sh", "-c", "echo up; sleep 30"},
+			nil, out, nil)
+		done <- err
+	}()
+	select {
+	case <-out.seen:
+	case <-time.After(testTimeout):
+		t.Fatal("the one-command sandbox did not start")
+	}
+	// Every host process's cmdline and environ, read as nobody.
+	scan := exec.Command("/bin/sh", "-c", `for f in /proc/[0-9]*/cmdline /proc/[0-9]*/environ; do cat "$f" 2>/dev/null; echo; done`)
+	scan.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{}}}
+	seen, err := scan.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(seen, []byte("bwrap\x00--args")) {
+		t.Fatalf("the scan saw no bubblewrap command line, so it proves nothing:\n%.2000q", seen)
+	}
+	if bytes.Contains(seen, []byte(canary)) {
+		t.Fatal("a host process shows the secret on its command line or environment")
+	}
+	cancel()
+	<-done
+}
+
+// TestControlChannelOutOfReach: the sandbox can neither see nor replace its
+// control channel: no /.sandbox, no socket to find, the init's descriptors
+// and memory closed to it (the init is undumpable), and signals it sends the
+// init change nothing; exec answers stay the genuine ones.
+func TestControlChannelOutOfReach(t *testing.T) {
+	rt := newRuntime(t, Config{Capacity: 1})
+	info := newBox(t, rt, Options{})
+	r := sh(t, rt, info.ID, `
+ls -A /.sandbox 2>/dev/null && echo sandbox-dir-visible
+ls /proc/1/fd >/dev/null 2>&1 && echo init-fds-visible
+head -c1 /proc/1/environ >/dev/null 2>&1 && echo init-environ-readable
+python3 -c '
+import os
+try:
+    f = os.open("/proc/1/mem", os.O_RDWR); print("init-mem-open")
+except OSError: pass
+import socket
+for n in range(3, 64):
+    s = socket.socket(socket.AF_UNIX)
+    try:
+        s.connect("/proc/1/fd/%d" % n); print("init-socket-reached", n)
+    except OSError: pass
+'
+for sig in TERM INT HUP QUIT USR1 USR2; do kill -$sig 1 2>/dev/null; done
+kill -KILL 1 2>/dev/null
+sleep 0.2
+echo done`)
+	for _, bad := range []string{"sandbox-dir-visible", "init-fds-visible", "init-environ-readable", "init-mem-open", "init-socket-reached"} {
+		if strings.Contains(r.stdout, bad) {
+			t.Errorf("%s: %q", bad, r.stdout)
+		}
+	}
+	if r.stdout != "done\n" || r.ExitCode != 0 {
+		t.Fatalf("the probe: exit %d %q %q", r.ExitCode, r.stdout, r.stderr)
+	}
+	if out := shOK(t, rt, info.ID, "echo still-here"); out != "still-here\n" {
+		t.Fatalf("after the signals: %q", out)
+	}
+}
+
+// TestExecTimeoutKillsTree: a command's timeout ends everything it started
+// that is still running: children that left its session or process group
+// included.
+func TestExecTimeoutKillsTree(t *testing.T) {
+	rt := newRuntime(t, Config{Capacity: 1})
+	info := newBox(t, rt, Options{})
+	r := run(t, rt, info.ID, agentsandbox.ExecRequest{Argv: []string{"sh", "-c",
+		"setsid sleep 301 & perl -e 'setpgrp; exec sleep 302' & sh -c 'sleep 303 & wait' & sleep 304"},
+		Timeout: 500 * time.Millisecond})
+	if r.Reason != agentsandbox.ReasonTimeout {
+		t.Fatalf("result %+v, want the timeout", r.ExecResult)
+	}
+	if out := shOK(t, rt, info.ID, "sleep 0.1; ps -eo args | grep -c '^sleep 30' || true"); strings.TrimSpace(out) != "0" {
+		t.Fatalf("processes of the timed-out exec still run: %q", shOK(t, rt, info.ID, "ps -eo pid,pgid,sid,args"))
+	}
+}
