@@ -19,15 +19,16 @@ import (
 //	<runtime dir>/<id>/      root:<slot gid> 0710, so only root and the slot reach it
 //	  fs/                    tmpfs, size- and inode-capped: the sandbox's writable space
 //	    workspace/ tmp/ shm/ owned by the slot uid, bound at /workspace, /tmp, /dev/shm
-//	  pts/                   the sandbox's own devpts instance, pty-capped, bound at /dev/pts
+//	    pts/                 the sandbox's own devpts instance, pty-capped, bound at /dev/pts
 //
 // The sandbox sees none of it but the bound directories. Its pages are
-// charged to the sandbox's cgroup (the writer pays), and the wipe unmounts
-// both file systems: whatever the sandbox made there (deep trees, millions
-// of entries, names and modes meant to trip a removal) goes at once.
+// charged to the sandbox's cgroup (the writer pays), and the wipe detaches
+// the tmpfs with the devpts on it in one unmount: whatever the sandbox made
+// there (deep trees, millions of entries, names and modes meant to trip a
+// removal) goes at once.
 const (
 	boxFS  = "fs"
-	boxPts = "pts"
+	boxPts = "fs/pts"
 )
 
 // bytesPerInode sets a workspace's inode cap from its size: one inode per
@@ -60,14 +61,15 @@ func makeBoxDir(dir string, uid int, size int64, ptys int) (err error) {
 		return fmt.Errorf("sandbox dir: %w", err)
 	}
 	fsDir, ptsDir := filepath.Join(dir, boxFS), filepath.Join(dir, boxPts)
-	for _, d := range []string{fsDir, ptsDir} {
-		if err := os.Mkdir(d, 0o700); err != nil {
-			return fmt.Errorf("sandbox dir: %w", err)
-		}
+	if err := os.Mkdir(fsDir, 0o700); err != nil {
+		return fmt.Errorf("sandbox dir: %w", err)
 	}
 	opts := fmt.Sprintf("size=%d,nr_inodes=%d,mode=0711,uid=0,gid=0", size, inodeCap(size))
 	if err := unix.Mount("tmpfs", fsDir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
 		return fmt.Errorf("sandbox dir: mount tmpfs %s: %w", opts, err)
+	}
+	if err := os.Mkdir(ptsDir, 0o700); err != nil {
+		return fmt.Errorf("sandbox dir: %w", err)
 	}
 	for _, d := range writableDirs {
 		p := filepath.Join(fsDir, d.name)
@@ -104,15 +106,20 @@ func removeBoxDir(dir string) error {
 	return removeOwnTree(dir)
 }
 
-// unmountUnder detaches every mount at or below dir, deepest first.
+// unmountUnder detaches every mount at or below dir. A lazy unmount takes
+// the mounts below the one it detaches with it, so only the topmost mounts
+// are unmounted (each unmount waits for the kernel's RCU grace period).
 func unmountUnder(dir string) error {
 	mounts, err := mountsUnder(dir)
 	if err != nil {
 		return fmt.Errorf("unmount %s: %w", dir, err)
 	}
-	slices.SortStableFunc(mounts, func(a, b string) int { return strings.Count(b, "/") - strings.Count(a, "/") })
+	slices.Sort(mounts)
 	var errs []error
-	for _, m := range mounts {
+	for i, m := range mounts {
+		if i > 0 && slices.ContainsFunc(mounts[:i], func(p string) bool { return strings.HasPrefix(m, p+"/") }) {
+			continue // below one detached already
+		}
 		if err := unix.Unmount(m, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
 			errs = append(errs, fmt.Errorf("unmount %s: %w", m, err))
 		}

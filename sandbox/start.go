@@ -39,6 +39,9 @@ const (
 // controlBacklog bounds the control connections waiting to be accepted.
 const controlBacklog = 64
 
+// pipeBuffer is what a pipe holds without a reader (Linux's default).
+const pipeBuffer = 64 << 10
+
 // baseEnv returns the environment of the init and so of every command,
 // before the egress variables, Options.Env and the request's env.
 func baseEnv() map[string]string {
@@ -165,9 +168,9 @@ func (p *launchPipes) close() {
 // newLaunchPipes makes the pipes to a starting sandbox: the seccomp
 // program, bubblewrap's info, block and argument pipes and, unless direct,
 // the init's ready and spec pipes. It returns the runtime's ends and the
-// child's, in the order of their descriptors from 3. The contents (seccomp,
-// args, spec) are written by goroutines, so that none is bounded by a
-// pipe's buffer.
+// child's, in the order of their descriptors from 3. A content (seccomp,
+// args, spec) that fits a pipe's buffer is written at once, a larger one by
+// a goroutine, so that none is bounded by the buffer.
 func newLaunchPipes(prog, args, spec []byte, direct bool) (*launchPipes, []*os.File, error) {
 	p := &launchPipes{}
 	var child []*os.File
@@ -195,6 +198,13 @@ func newLaunchPipes(prog, args, spec []byte, direct bool) (*launchPipes, []*os.F
 			return fail(err)
 		}
 		switch {
+		case pair.keep == nil && len(pair.content) <= pipeBuffer:
+			child = append(child, rd)
+			_, err := wr.Write(pair.content) // fits the pipe: never blocks
+			wr.Close()
+			if err != nil {
+				return fail(err)
+			}
 		case pair.keep == nil:
 			child = append(child, rd)
 			go func(w *os.File, data []byte) {
