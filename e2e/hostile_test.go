@@ -213,3 +213,49 @@ func TestEverySlotLost(t *testing.T) {
 		t.Fatalf("status after the leftover went: %+v %v", status, err)
 	}
 }
+
+// TestWorkerKilledLeavesNothing: a worker killed with SIGKILL while its
+// sandboxes run, and a worker started right after it, leave nothing of the
+// dead one's sandboxes: no mount, cgroup, directory or process.
+func TestWorkerKilledLeavesNothing(t *testing.T) {
+	bin := binaries(t)
+	live, w := startLive(t, bin)
+	wp, api := startWorker(t, bin, live, w)
+	wc := client.NewWorker(api, "e2e-api-token", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	var ids []string
+	for range 2 {
+		sb, err := wc.Create(ctx, client.CreateOptions{TimeBoxMinutes: 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out strings.Builder
+		if _, err := wc.Exec(ctx, sb.ID, client.ExecRequest{Argv: []string{"sh", "-c",
+			"dd if=/dev/zero of=/workspace/big bs=1M count=50 2>/dev/null; sleep 300 & echo ok"}}, &out, &out); err != nil || out.String() != "ok\n" {
+			t.Fatalf("exec: %v %q", err, out.String())
+		}
+		ids = append(ids, sb.ID)
+	}
+	dirs, _ := filepath.Glob("/run/codes-sandbox/rt-*/" + ids[0])
+	if len(dirs) != 1 {
+		t.Fatalf("the sandbox's directory: %v", dirs)
+	}
+	runtimeDir := filepath.Dir(dirs[0])
+	_ = wp.cmd.Process.Signal(syscall.SIGKILL)
+	<-wp.done
+
+	startWorker(t, bin, live, w) // returns once it listens: after its cleanup
+	for _, id := range ids {
+		if left := sandboxTraces(id); len(left) != 0 {
+			t.Errorf("left of sandbox %s after the restart: %v", id, left)
+		}
+	}
+	mounts, _ := os.ReadFile("/proc/self/mountinfo")
+	if strings.Contains(string(mounts), runtimeDir) {
+		t.Errorf("mounts of the dead worker's runtime %s are left", runtimeDir)
+	}
+	if _, err := os.Stat(runtimeDir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the dead worker's runtime directory %s is left (%v)", runtimeDir, err)
+	}
+}
