@@ -93,7 +93,7 @@ func BenchmarkTunnelThroughput(b *testing.B) {
 		c = connect("unix", tp.socket)
 		proxied += push(b, c, size, done)
 		c.Close()
-		c = connect("tcp4", br.proxyAddr)
+		c = connect("tcp4", br.ProxyAddr())
 		bridged += push(b, c, size, done)
 		c.Close()
 	}

@@ -14,22 +14,23 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"openvibe.network/agentsandbox/inside/bridge"
 )
 
 // startTestBridge runs a bridge for tp's socket on test ports; transparent
 // mode maps destination ports 80 and 443 to listeners on port 0 of every
 // local address (the host's loopback stands in for the sandbox's lo).
-func startTestBridge(tb testing.TB, tp *testProxy, transparent bool) *bridge {
+func startTestBridge(tb testing.TB, tp *testProxy, transparent bool) *bridge.Bridge {
 	tb.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	tb.Cleanup(cancel)
-	cfg := bridgeConfig{socket: tp.socket, proxy: "127.0.0.1:0"}
+	cfg := bridge.Config{Socket: tp.socket, ProxyAddr: "127.0.0.1:0"}
 	if transparent {
-		cfg.dns = "127.0.0.1:0"
-		cfg.listen = map[uint16]string{80: "0.0.0.0:0", 443: "0.0.0.0:0"}
-		cfg.synthetic = syntheticPrefix
+		cfg.DNSAddr = "127.0.0.1:0"
+		cfg.Listen = map[uint16]string{80: "0.0.0.0:0", 443: "0.0.0.0:0"}
+		cfg.Synthetic = netip.MustParsePrefix(bridge.SyntheticPrefix)
 	}
-	b, err := startBridge(ctx, cfg)
+	b, err := bridge.Start(ctx, cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -42,9 +43,9 @@ func TestBridgeForwardsAndIsReady(t *testing.T) {
 		io.WriteString(w, "via bridge")
 	}))
 	b := startTestBridge(t, tp, false)
-	env := proxyEnv(b.proxyAddr)
+	env := bridge.ProxyEnv(b.ProxyAddr())
 	for _, k := range []string{"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"} {
-		if env[k] != "http://"+b.proxyAddr {
+		if env[k] != "http://"+b.ProxyAddr() {
 			t.Errorf("%s = %q", k, env[k])
 		}
 	}
@@ -77,28 +78,28 @@ func TestBridgeErrors(t *testing.T) {
 	tp := newTestProxy(t, nil)
 	for _, tc := range []struct {
 		name string
-		cfg  bridgeConfig
+		cfg  bridge.Config
 		want string // in the error
 	}{
-		{"NoSocket", bridgeConfig{socket: filepath.Join(t.TempDir(), "none"), proxy: "127.0.0.1:0"}, "is not a socket"},
-		{"NotASocket", bridgeConfig{socket: t.TempDir(), proxy: "127.0.0.1:0"}, "is not a socket"},
-		{"BadListen", bridgeConfig{socket: tp.socket, proxy: "127.0.0.1:99999"}, "listen tcp4"},
+		{"NoSocket", bridge.Config{Socket: filepath.Join(t.TempDir(), "none"), ProxyAddr: "127.0.0.1:0"}, "is not a socket"},
+		{"NotASocket", bridge.Config{Socket: t.TempDir(), ProxyAddr: "127.0.0.1:0"}, "is not a socket"},
+		{"BadListen", bridge.Config{Socket: tp.socket, ProxyAddr: "127.0.0.1:99999"}, "listen tcp4"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := startBridge(context.Background(), tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("startBridge: %v, want an error with %q", err, tc.want)
+			if _, err := bridge.Start(context.Background(), tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("bridge.Start: %v, want an error with %q", err, tc.want)
 			}
 		})
 	}
 }
 
 // query asks the bridge's resolver one question over net ("udp" or "tcp").
-func query(tb testing.TB, b *bridge, network, name string, qtype uint16) *dns.Msg {
+func query(tb testing.TB, b *bridge.Bridge, network, name string, qtype uint16) *dns.Msg {
 	tb.Helper()
 	m := new(dns.Msg)
 	m.SetQuestion(dns.Fqdn(name), qtype)
 	c := &dns.Client{Net: network, Timeout: ioTimeout}
-	r, _, err := c.Exchange(m, b.dnsAddr)
+	r, _, err := c.Exchange(m, b.DNSAddr())
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -143,10 +144,10 @@ func TestTransparentResolver(t *testing.T) {
 
 // dialSynthetic connects to the transparent listener of dport at the
 // synthetic address the resolver gave name.
-func dialSynthetic(tb testing.TB, b *bridge, name string, dport uint16) net.Conn {
+func dialSynthetic(tb testing.TB, b *bridge.Bridge, name string, dport uint16) net.Conn {
 	tb.Helper()
 	a := query(tb, b, "udp", name, dns.TypeA).Answer[0].(*dns.A).A.String()
-	_, port, _ := net.SplitHostPort(b.listeners[dport])
+	_, port, _ := net.SplitHostPort(b.ListenAddr(dport))
 	c, err := net.DialTimeout("tcp4", net.JoinHostPort(a, port), ioTimeout)
 	if err != nil {
 		tb.Fatal(err)
@@ -210,7 +211,7 @@ func TestTransparentTLSPort(t *testing.T) {
 		t.Fatalf("private 443: n=%d err=%v, want closed", n, err)
 	}
 	// An address the resolver never gave is closed without a CONNECT.
-	_, port, _ := net.SplitHostPort(b.listeners[443])
+	_, port, _ := net.SplitHostPort(b.ListenAddr(443))
 	uc, err := net.DialTimeout("tcp4", "127.0.0.1:"+port, ioTimeout)
 	if err != nil {
 		t.Fatal(err)
@@ -222,5 +223,13 @@ func TestTransparentTLSPort(t *testing.T) {
 	}
 	if strings.Contains(tp.logs.String(), `"target":"127.0.0.1`) {
 		t.Fatal("a CONNECT was sent for an unknown address")
+	}
+}
+
+// TestBridgeSpeaksTheProxysReason: the reason the bridge answers itself at
+// the connection limit is the proxy's.
+func TestBridgeSpeaksTheProxysReason(t *testing.T) {
+	if bridge.ReasonConnLimit != ReasonConnLimit {
+		t.Fatalf("bridge.ReasonConnLimit %q, egress.ReasonConnLimit %q", bridge.ReasonConnLimit, ReasonConnLimit)
 	}
 }

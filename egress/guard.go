@@ -1,9 +1,9 @@
-// Package egress is the way out of the sandboxes: a guard that allows only
-// public addresses on ports 80 and 443, a dialer that connects to exactly the
-// address the guard checked (and re-checks it at connect time), a proxy
-// (HTTP absolute-form and CONNECT) served on one unix socket per sandbox, and
-// the in-sandbox bridge that exposes that socket as a loopback proxy, with an
-// optional transparent mode (a synthetic resolver and 80/443 listeners).
+// Package egress is the worker's side of the way out of the sandboxes: a
+// guard that allows only public addresses on ports 80 and 443, a dialer that
+// connects to exactly the address the guard checked (and re-checks it at
+// connect time), and a proxy (HTTP absolute-form and CONNECT) served on one
+// unix socket per sandbox. The in-sandbox half, which exposes that socket
+// inside, is package inside/bridge.
 //
 // Every decision is a Verdict: a value with a short, stable reason.
 package egress

@@ -148,7 +148,15 @@ func listenLoopback(tb testing.TB, handle func(net.Conn)) string {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { ln.Close() })
-	go serveListener(ln, handle)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go handle(c)
+		}
+	}()
 	return ln.Addr().String()
 }
 

@@ -22,6 +22,9 @@ const (
 	DefaultDialTimeout = 10 * time.Second
 )
 
+// acceptPause is how long the accept loop waits after a failed accept.
+const acceptPause = 50 * time.Millisecond
+
 // ErrClosed is returned by Attach once the Proxy is closed.
 var ErrClosed = errors.New("egress: proxy is closed")
 

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"openvibe.network/agentsandbox"
+	"openvibe.network/agentsandbox/inside"
+	"openvibe.network/agentsandbox/inside/bridge"
 	"openvibe.network/agentsandbox/internal/syncbuf"
 	"openvibe.network/agentsandbox/internal/testenv"
 	"openvibe.network/agentsandbox/sandbox"
@@ -22,7 +24,7 @@ import (
 // TestMain lets this test binary be the sandbox's init (with the real
 // bridge) when the runtime re-executes it.
 func TestMain(m *testing.M) {
-	if code, ok := sandbox.MaybeReexec(sandbox.InitHooks{Bridge: Bridge}); ok {
+	if code, ok := inside.MaybeRun(inside.Hooks{Bridge: bridge.Run}); ok {
 		os.Exit(code)
 	}
 	os.Exit(m.Run())

@@ -13,6 +13,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"openvibe.network/agentsandbox/internal/tunnel"
 )
 
 // maxHeaderBytes bounds the request line and header of a request, and the
@@ -120,7 +122,7 @@ func (p *Proxy) connect(a *attachment, c net.Conn, br *bufio.Reader, req *http.R
 			return
 		}
 	}
-	upBytes, downBytes := tunnel(c, up, p.idleTimeout)
+	upBytes, downBytes := tunnel.Join(c, up, p.idleTimeout)
 	rec.up += upBytes
 	rec.down += downBytes
 }

@@ -4,21 +4,13 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+
+	"openvibe.network/agentsandbox/sandbox/control"
 )
 
-// Paths inside every sandbox.
-const (
-	// Workspace is the sandbox's working directory and home: a directory of
-	// the sandbox's one size- and inode-capped tmpfs.
-	Workspace = "/workspace"
-	// InitPath is where the init binary is bound (read-only) inside the
-	// sandbox.
-	InitPath = "/.init"
-	// SandboxUID and SandboxGID are the user and group of the sandbox's
-	// processes as seen inside (mapped to the slot's host uid).
-	SandboxUID = 1000
-	SandboxGID = 1000
-)
+// Workspace is the sandbox's working directory and home (see
+// control.Workspace).
+const Workspace = control.Workspace
 
 // The writable directories of a sandbox: each is a directory of the one
 // tmpfs the runtime mounts for it (BwrapSpec.WritableDir), bound at its path.
@@ -32,7 +24,7 @@ var writableDirs = []struct{ name, path string }{
 // and the host paths of its parts.
 type BwrapSpec struct {
 	// InitBinary is the host path of the init binary (bound read-only at
-	// InitPath); InitArgs are its arguments after the program name.
+	// control.InitPath); InitArgs are its arguments after the program name.
 	InitBinary string
 	InitArgs   []string
 	// WritableDir is the root of the sandbox's tmpfs on the host (mounted by
@@ -79,7 +71,7 @@ func Argv(spec BwrapSpec) (options, command []string) {
 		"--unshare-all", "--unshare-user", "--disable-userns",
 		"--cap-drop", "ALL",
 		"--new-session", "--die-with-parent", "--as-pid-1",
-		"--uid", strconv.Itoa(SandboxUID), "--gid", strconv.Itoa(SandboxGID),
+		"--uid", strconv.Itoa(control.SandboxUID), "--gid", strconv.Itoa(control.SandboxGID),
 		"--hostname", spec.Hostname,
 		"--clearenv",
 	}
@@ -99,7 +91,7 @@ func Argv(spec BwrapSpec) (options, command []string) {
 	for _, d := range writableDirs {
 		a = append(a, "--bind", spec.WritableDir+"/"+d.name, d.path)
 	}
-	a = append(a, "--ro-bind", spec.InitBinary, InitPath)
+	a = append(a, "--ro-bind", spec.InitBinary, control.InitPath)
 	a = append(a,
 		"--remount-ro", "/dev",
 		"--remount-ro", "/",
@@ -112,7 +104,7 @@ func Argv(spec BwrapSpec) (options, command []string) {
 	if spec.BlockFD > 0 {
 		a = append(a, "--block-fd", strconv.Itoa(spec.BlockFD))
 	}
-	return a, append([]string{InitPath}, spec.InitArgs...)
+	return a, append([]string{control.InitPath}, spec.InitArgs...)
 }
 
 // argsFile encodes options for `bwrap --args FD`: every argument followed

@@ -11,12 +11,13 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"openvibe.network/agentsandbox"
+	"openvibe.network/agentsandbox/sandbox/control"
 )
 
 func testSpec() BwrapSpec {
 	return BwrapSpec{
 		InitBinary:  "/run/cs/rt-1/init",
-		InitArgs:    []string{initMarker},
+		InitArgs:    []string{control.InitMarker},
 		WritableDir: "/run/cs/rt-1/abc/fs",
 		PtsDir:      "/run/cs/rt-1/abc/pts",
 		EtcDir:      "/run/cs/etc-0123",
@@ -60,13 +61,13 @@ func TestArgv(t *testing.T) {
 		wantOptions []string
 		wantCommand []string
 	}{
-		{"Init", nil, base, []string{"/.init", initMarker}},
+		{"Init", nil, base, []string{"/.init", control.InitMarker}},
 		{"Handshake", func(s *BwrapSpec) { s.InfoFD, s.BlockFD = 4, 5 },
-			append(slices.Clone(base), "--info-fd", "4", "--block-fd", "5"), []string{"/.init", initMarker}},
-		{"OneCommand", func(s *BwrapSpec) { s.InitArgs = []string{execMarker, "4096", "--", "sh", "-c", "--setenv"} },
-			base, []string{"/.init", execMarker, "4096", "--", "sh", "-c", "--setenv"}},
+			append(slices.Clone(base), "--info-fd", "4", "--block-fd", "5"), []string{"/.init", control.InitMarker}},
+		{"OneCommand", func(s *BwrapSpec) { s.InitArgs = []string{control.ExecMarker, "4096", "--", "sh", "-c", "--setenv"} },
+			base, []string{"/.init", control.ExecMarker, "4096", "--", "sh", "-c", "--setenv"}},
 		{"EnvValueLooksLikeAnOption", func(s *BwrapSpec) { s.Env = map[string]string{"X": "--bind"} },
-			slices.Concat(base[:15], []string{"--setenv", "X", "--bind"}, base[21:]), []string{"/.init", initMarker}},
+			slices.Concat(base[:15], []string{"--setenv", "X", "--bind"}, base[21:]), []string{"/.init", control.InitMarker}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := testSpec()
@@ -142,9 +143,9 @@ func TestWorkspaceRel(t *testing.T) {
 		{"", "", ErrPath},
 	} {
 		t.Run(tc.in, func(t *testing.T) {
-			got, err := workspaceRel(tc.in)
+			got, err := control.WorkspaceRel(tc.in)
 			if got != tc.want || !errors.Is(err, tc.err) {
-				t.Fatalf("workspaceRel(%q) = %q, %v; want %q, %v", tc.in, got, err, tc.want, tc.err)
+				t.Fatalf("control.WorkspaceRel(%q) = %q, %v; want %q, %v", tc.in, got, err, tc.want, tc.err)
 			}
 		})
 	}
@@ -152,26 +153,26 @@ func TestWorkspaceRel(t *testing.T) {
 
 func TestFrames(t *testing.T) {
 	var buf bytes.Buffer
-	fw := &frameWriter{w: &buf}
-	big := bytes.Repeat([]byte("x"), maxFrame+10)
-	if err := fw.json(frameRequest, controlRequest{Op: opExec, Argv: []string{"a"}}); err != nil {
+	fw := control.NewWriter(&buf)
+	big := bytes.Repeat([]byte("x"), control.MaxFrame+10)
+	if err := fw.JSON(control.FrameRequest, control.Request{Op: control.OpExec, Argv: []string{"a"}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := copyFrames(fw, bytes.NewReader(big)); err != nil {
+	if err := control.CopyFrames(fw, bytes.NewReader(big)); err != nil {
 		t.Fatal(err)
 	}
-	fr := newFrameReader(&buf)
-	kind, p, err := fr.next()
-	if err != nil || kind != frameRequest || !strings.Contains(string(p), `"op":"exec"`) {
+	fr := control.NewReader(&buf)
+	kind, p, err := fr.Next()
+	if err != nil || kind != control.FrameRequest || !strings.Contains(string(p), `"op":"exec"`) {
 		t.Fatalf("first frame %c %q %v", kind, p, err)
 	}
 	var got []byte
 	for {
-		kind, p, err := fr.next()
+		kind, p, err := fr.Next()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if kind == frameEnd {
+		if kind == control.FrameEnd {
 			break
 		}
 		got = append(got, p...)
@@ -179,7 +180,7 @@ func TestFrames(t *testing.T) {
 	if !bytes.Equal(got, big) {
 		t.Fatalf("data: %d bytes, want %d", len(got), len(big))
 	}
-	if _, _, err := fr.next(); !errors.Is(err, io.EOF) {
+	if _, _, err := fr.Next(); !errors.Is(err, io.EOF) {
 		t.Fatalf("after the end: %v", err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"openvibe.network/agentsandbox"
 	"openvibe.network/agentsandbox/internal/unixsock"
+	"openvibe.network/agentsandbox/sandbox/control"
 )
 
 // Exec runs req in sandbox id with req.Stdin as its standard input,
@@ -37,20 +38,20 @@ func (r *Runtime) ExecStream(ctx context.Context, id string, req agentsandbox.Ex
 		return agentsandbox.ExecResult{}, errors.New("exec: empty argv")
 	}
 	if req.Cwd != "" {
-		if _, err := workspaceRel(req.Cwd); err != nil {
+		if _, err := control.WorkspaceRel(req.Cwd); err != nil {
 			return agentsandbox.ExecResult{}, fmt.Errorf("exec: cwd %q: %w", req.Cwd, err)
 		}
 	}
 	before, evErr := b.group.Events()
-	c, fw, end, err := r.request(ctx, b, controlRequest{
-		Op: opExec, Argv: req.Argv, Env: req.Env, Cwd: req.Cwd, Timeout: int64(req.Timeout),
+	c, fw, end, err := r.request(ctx, b, control.Request{
+		Op: control.OpExec, Argv: req.Argv, Env: req.Env, Cwd: req.Cwd, Timeout: int64(req.Timeout),
 	})
 	if err != nil {
 		return r.lost(ctx, b, err)
 	}
 	defer end()
-	go func() { _ = copyFrames(fw, stdin) }()
-	done, err := readReply(c, map[byte]io.Writer{frameStdout: stdout, frameStderr: stderr})
+	go func() { _ = control.CopyFrames(fw, stdin) }()
+	done, err := readReply(c, map[byte]io.Writer{control.FrameStdout: stdout, control.FrameStderr: stderr})
 	if errors.Is(err, errOutput) {
 		return agentsandbox.ExecResult{}, fmt.Errorf("exec: %w", err)
 	}
@@ -97,14 +98,14 @@ func (r *Runtime) lost(ctx context.Context, b *box, err error) (agentsandbox.Exe
 
 // PutFile writes r to path (relative to /workspace; parents are created)
 // in sandbox id with mode (0: 0644). Errors: ErrNotFound; ErrPath when path
-// leaves the workspace by "..", an absolute path or a symlink; ctx ended;
-// a write failure (e.g. the disk limit).
+// leaves the workspace by "..", an absolute path or a symlink; ErrNoSpace
+// past the disk or inode cap; ErrIsDir; ErrNotDir; ctx ended.
 func (r *Runtime) PutFile(ctx context.Context, id, path string, src io.Reader, mode fs.FileMode) error {
-	rel, err := workspaceRel(path)
+	rel, err := control.WorkspaceRel(path)
 	if err != nil || rel == "." {
 		return fmt.Errorf("put %s: %w", path, ErrPath)
 	}
-	_, err = r.fileOp(ctx, id, controlRequest{Op: opPut, Path: rel, Mode: uint32(mode.Perm())}, src, nil)
+	_, err = r.fileOp(ctx, id, control.Request{Op: control.OpPut, Path: rel, Mode: uint32(mode.Perm())}, src, nil)
 	if err != nil {
 		return fmt.Errorf("put %s: %w", path, err)
 	}
@@ -112,62 +113,57 @@ func (r *Runtime) PutFile(ctx context.Context, id, path string, src io.Reader, m
 }
 
 // GetFile copies the file at path (relative to /workspace) in sandbox id to
-// w. Errors: ErrNotFound; ErrPath as for PutFile; fs.ErrNotExist; not a
-// regular file; ctx ended.
+// w. Errors: ErrNotFound; ErrPath as for PutFile; fs.ErrNotExist; ErrIsDir;
+// not a regular file; ctx ended.
 func (r *Runtime) GetFile(ctx context.Context, id, path string, w io.Writer) error {
-	rel, err := workspaceRel(path)
+	rel, err := control.WorkspaceRel(path)
 	if err != nil {
 		return fmt.Errorf("get %s: %w", path, ErrPath)
 	}
-	if _, err := r.fileOp(ctx, id, controlRequest{Op: opGet, Path: rel}, nil, w); err != nil {
+	if _, err := r.fileOp(ctx, id, control.Request{Op: control.OpGet, Path: rel}, nil, w); err != nil {
 		return fmt.Errorf("get %s: %w", path, err)
 	}
 	return nil
 }
 
-func (r *Runtime) fileOp(ctx context.Context, id string, req controlRequest, src io.Reader, dst io.Writer) (controlDone, error) {
+func (r *Runtime) fileOp(ctx context.Context, id string, req control.Request, src io.Reader, dst io.Writer) (control.Done, error) {
 	b, err := r.get(id)
 	if err != nil {
-		return controlDone{}, err
+		return control.Done{}, err
 	}
 	c, fw, end, err := r.request(ctx, b, req)
 	if err != nil {
-		return controlDone{}, err
+		return control.Done{}, err
 	}
 	defer end()
 	var sendErr error
-	if req.Op == opPut {
-		sendErr = copyFrames(fw, src)
+	if req.Op == control.OpPut {
+		sendErr = control.CopyFrames(fw, src)
 	}
-	done, err := readReply(c, map[byte]io.Writer{frameData: dst})
+	done, err := readReply(c, map[byte]io.Writer{control.FrameData: dst})
 	if err != nil {
 		if ctx.Err() != nil {
 			return done, ctx.Err()
 		}
 		return done, errors.Join(sendErr, err)
 	}
-	switch done.Code {
-	case "":
-		return done, nil
-	case codePath:
-		return done, ErrPath
-	case codeNotExist:
-		return done, fs.ErrNotExist
+	if err := codeError(done); err != nil {
+		return done, err
 	}
-	return done, errors.New(done.Error)
+	return done, nil
 }
 
 // request connects to b's init and sends req. The connection is closed when
 // ctx ends, or by end, which the caller must call once done with it.
-func (r *Runtime) request(ctx context.Context, b *box, req controlRequest) (c net.Conn, fw *frameWriter, end func(), err error) {
+func (r *Runtime) request(ctx context.Context, b *box, req control.Request) (c net.Conn, fw *control.Writer, end func(), err error) {
 	c, err = r.dial(ctx, b)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	end = func() { stop(); c.Close() }
-	fw = &frameWriter{w: c}
-	if err := fw.json(frameRequest, req); err != nil {
+	fw = control.NewWriter(c)
+	if err := fw.JSON(control.FrameRequest, req); err != nil {
 		end()
 		return nil, nil, nil, err
 	}
@@ -194,24 +190,41 @@ var errOutput = errors.New("write output")
 
 // readReply reads the init's frames, writing data frames to their writers,
 // until the done frame.
-func readReply(c net.Conn, out map[byte]io.Writer) (controlDone, error) {
-	fr := newFrameReader(c)
+func readReply(c net.Conn, out map[byte]io.Writer) (control.Done, error) {
+	fr := control.NewReader(c)
 	for {
-		kind, p, err := fr.next()
+		kind, p, err := fr.Next()
 		if err != nil {
-			return controlDone{}, fmt.Errorf("read reply: %w", err)
+			return control.Done{}, fmt.Errorf("read reply: %w", err)
 		}
-		if kind == frameDone {
-			var d controlDone
+		if kind == control.FrameDone {
+			var d control.Done
 			if err := json.Unmarshal(p, &d); err != nil {
-				return controlDone{}, fmt.Errorf("read reply: %w", err)
+				return control.Done{}, fmt.Errorf("read reply: %w", err)
 			}
 			return d, nil
 		}
 		if w := out[kind]; w != nil {
 			if _, err := w.Write(p); err != nil {
-				return controlDone{}, fmt.Errorf("%w: %w", errOutput, err)
+				return control.Done{}, fmt.Errorf("%w: %w", errOutput, err)
 			}
 		}
 	}
+}
+
+// codeError is the error of a done frame's code: the sentinels for the codes
+// that mean something to a caller (wrapped with the init's message), else
+// the message.
+func codeError(done control.Done) error {
+	sentinel := map[string]error{
+		control.CodePath: ErrPath, control.CodeNotExist: fs.ErrNotExist, control.CodeNoSpace: ErrNoSpace,
+		control.CodeIsDir: ErrIsDir, control.CodeNotDir: ErrNotDir,
+	}[done.Code]
+	switch {
+	case done.Code == "":
+		return nil
+	case sentinel != nil:
+		return fmt.Errorf("%s: %w", done.Error, sentinel)
+	}
+	return errors.New(done.Error)
 }

@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+
+	"openvibe.network/agentsandbox/sandbox/control"
 )
 
 // etcHostFiles are the host /etc entries a sandbox sees, when present: the
@@ -33,7 +35,7 @@ var etcHostFiles = []string{
 // sandbox's own loopback (reached only when egress is on; without egress the
 // sandbox has no network at all).
 func etcFiles(hostname string) map[string]string {
-	uid, gid := strconv.Itoa(SandboxUID), strconv.Itoa(SandboxGID)
+	uid, gid := strconv.Itoa(control.SandboxUID), strconv.Itoa(control.SandboxGID)
 	return map[string]string{
 		"passwd": "root:x:0:0:root:/nonexistent:/usr/sbin/nologin\n" +
 			"sandbox:x:" + uid + ":" + gid + ":sandbox:" + Workspace + ":/bin/sh\n" +

@@ -59,7 +59,7 @@ func TestLimits(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 		defer cancel()
 		err := rt.PutFile(ctx, info.ID, "big2", bytes.NewReader(make([]byte, 16<<20)), 0)
-		if err == nil || !strings.Contains(err.Error(), "no space left") {
+		if !errors.Is(err, ErrNoSpace) {
 			t.Fatalf("PutFile past the disk cap: %v", err)
 		}
 	})

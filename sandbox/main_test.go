@@ -15,11 +15,12 @@ import (
 
 	"golang.org/x/sys/unix"
 	"openvibe.network/agentsandbox"
+	"openvibe.network/agentsandbox/inside"
 	"openvibe.network/agentsandbox/internal/testenv"
 )
 
 func TestMain(m *testing.M) {
-	if code, ok := MaybeReexec(InitHooks{Bridge: fakeBridge}); ok {
+	if code, ok := inside.MaybeRun(inside.Hooks{Bridge: fakeBridge}); ok {
 		os.Exit(code)
 	}
 	if dir := os.Getenv(crashHelperEnv); dir != "" {

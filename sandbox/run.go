@@ -6,12 +6,31 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"openvibe.network/agentsandbox"
+	"openvibe.network/agentsandbox/sandbox/control"
 )
+
+// directWaitDelay bounds how long a one-command sandbox's Run waits for its
+// standard streams after bubblewrap exited (a background child may hold
+// them open).
+const directWaitDelay = time.Second
+
+// exitStatus maps a process state to a shell-style exit code (128+signal).
+func exitStatus(ps *os.ProcessState) int {
+	if ps == nil {
+		return 255
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok {
+		return control.ExitCode(ws)
+	}
+	return ps.ExitCode()
+}
 
 // directRun is the command and standard streams of a one-command sandbox.
 type directRun struct {

@@ -19,21 +19,17 @@ import (
 	"golang.org/x/sys/unix"
 	"openvibe.network/agentsandbox/internal/unixsock"
 	"openvibe.network/agentsandbox/sandbox/cgroup"
+	"openvibe.network/agentsandbox/sandbox/control"
 )
 
-// File descriptors of bubblewrap (ExtraFiles from 3 on), then those it
-// passes on to the init. A sandbox that runs one command directly has only
-// bubblewrap's.
+// File descriptors of bubblewrap (ExtraFiles from 3 on); those it passes on
+// to the init follow (control.FDReady and on). A sandbox that runs one
+// command directly has only bubblewrap's.
 const (
 	fdSeccomp = 3 // the BPF program
 	fdInfo    = 4 // bubblewrap writes the sandbox's host pid here
 	fdBlock   = 5 // bubblewrap waits for a byte here before the init runs
 	fdArgs    = 6 // bubblewrap's own arguments (--args), NUL-separated
-
-	fdReady   = 7  // the init writes one byte here once it accepts commands
-	fdSpec    = 8  // the init's spec (JSON): never on a command line
-	fdControl = 9  // the listening control socket the runtime made
-	fdEgress  = 10 // an O_PATH descriptor of the sandbox's egress socket
 )
 
 // controlBacklog bounds the control connections waiting to be accepted.
@@ -75,7 +71,7 @@ func (r *Runtime) start(ctx context.Context, b *box) error {
 		return err
 	}
 	b.group = g
-	var initFiles []*os.File // the init's, from fdReady on; closed here once passed on
+	var initFiles []*os.File // the init's, from control.FDReady on; closed here once passed on
 	defer func() {
 		for _, f := range initFiles {
 			if f != nil {
@@ -226,13 +222,13 @@ func newLaunchPipes(prog, args, spec []byte, direct bool) (*launchPipes, []*os.F
 // supplementary groups, an empty environment, the parent-death signal and
 // its options read from a pipe (so no secret is ever on a command line: the
 // command line is `bwrap --args 6 -- COMMAND`).
-// initFiles are passed on to the init from fdControl on.
+// initFiles are passed on to the init from control.FDControl on.
 func (r *Runtime) launch(b *box, initFiles []*os.File) (*launchPipes, error) {
 	spec := r.bwrapSpec(b)
 	var initSpecJSON []byte
 	if b.direct == nil {
 		var err error
-		if initSpecJSON, err = json.Marshal(initSpec{Env: b.opts.Env, Egress: b.opts.Egress, MaxOpenFiles: r.cfg.MaxOpenFiles}); err != nil {
+		if initSpecJSON, err = json.Marshal(control.InitSpec{Env: b.opts.Env, Egress: b.opts.Egress, MaxOpenFiles: r.cfg.MaxOpenFiles}); err != nil {
 			return nil, fmt.Errorf("start sandbox: encode init spec: %w", err)
 		}
 	}
@@ -262,7 +258,7 @@ func (r *Runtime) launch(b *box, initFiles []*os.File) (*launchPipes, error) {
 	}
 	if d := b.direct; d != nil {
 		b.cmd.Stdin, b.cmd.Stdout, b.cmd.Stderr = d.stdin, d.stdout, d.stderr
-		b.cmd.WaitDelay = waitDelay
+		b.cmd.WaitDelay = directWaitDelay
 	}
 	if err := b.cmd.Start(); err != nil {
 		p.close()
@@ -288,10 +284,10 @@ func (r *Runtime) bwrapSpec(b *box) BwrapSpec {
 		InfoFD:      fdInfo,
 		BlockFD:     fdBlock,
 	}
-	spec.InitBinary, spec.InitArgs = r.init, []string{initMarker}
+	spec.InitBinary, spec.InitArgs = r.init, []string{control.InitMarker}
 	if b.direct != nil {
 		// The init only caps the command's limits and becomes it.
-		spec.InitArgs = append([]string{execMarker, strconv.Itoa(r.cfg.MaxOpenFiles), "--"}, b.direct.argv...)
+		spec.InitArgs = append([]string{control.ExecMarker, strconv.Itoa(r.cfg.MaxOpenFiles), "--"}, b.direct.argv...)
 		maps.Copy(spec.Env, b.opts.Env)
 	}
 	return spec

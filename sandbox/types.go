@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"openvibe.network/agentsandbox"
+	"openvibe.network/agentsandbox/sandbox/control"
 )
 
 // Options describe one sandbox. Zero fields take the defaults above.
@@ -68,7 +69,14 @@ var (
 	// ErrNotFound is returned for an unknown or already wiped sandbox.
 	ErrNotFound = errors.New("sandbox: no such sandbox")
 	// ErrPath is returned for a file path that leaves the workspace.
-	ErrPath = errors.New("sandbox: path leaves the workspace")
+	ErrPath = control.ErrPath
+	// ErrNoSpace is returned for a write past the workspace's size or inode
+	// cap.
+	ErrNoSpace = errors.New("sandbox: the workspace is full")
+	// ErrIsDir is returned for a file operation on a directory.
+	ErrIsDir = errors.New("sandbox: is a directory")
+	// ErrNotDir is returned when a part of a path is not a directory.
+	ErrNotDir = errors.New("sandbox: not a directory")
 )
 
 // EgressAttacher gives each sandbox its own socket into the worker's egress

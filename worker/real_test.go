@@ -10,12 +10,14 @@ import (
 
 	"openvibe.network/agentsandbox"
 	"openvibe.network/agentsandbox/egress"
+	"openvibe.network/agentsandbox/inside"
+	"openvibe.network/agentsandbox/inside/bridge"
 	"openvibe.network/agentsandbox/internal/testenv"
 	"openvibe.network/agentsandbox/sandbox"
 )
 
 func TestMain(m *testing.M) {
-	if code, ok := sandbox.MaybeReexec(sandbox.InitHooks{Bridge: egress.Bridge}); ok {
+	if code, ok := inside.MaybeRun(inside.Hooks{Bridge: bridge.Run}); ok {
 		os.Exit(code)
 	}
 	os.Exit(m.Run())

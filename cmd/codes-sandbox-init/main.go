@@ -1,9 +1,10 @@
 // Command codes-sandbox-init is the init inside codes-sandbox's sandboxes:
-// the program the runtime starts in each sandbox (sandbox.MaybeReexec), with
-// the egress bridge. It is the worker's init code in a binary of its own that
-// links only the sandbox runtime and the egress bridge: every Create waits for
-// the init to start, and the whole worker binary spends several milliseconds
-// in package initialisation (the JSON Schema compiler, metrics) before main.
+// the program the runtime starts in each sandbox (package inside), with the
+// egress bridge (package inside/bridge). It links only those two and the
+// standard library (a test checks), nothing of the worker: every Create
+// waits for the init to start, and the whole worker binary spends
+// milliseconds in package initialisation (metrics, the stores' drivers)
+// before main.
 // codes-sandbox uses it when it lies next to it, built by the same build
 // (`make build` builds both); otherwise it re-executes itself as before.
 //
@@ -16,12 +17,12 @@ import (
 	"io"
 	"os"
 
-	"openvibe.network/agentsandbox/egress"
-	"openvibe.network/agentsandbox/sandbox"
+	"openvibe.network/agentsandbox/inside"
+	"openvibe.network/agentsandbox/inside/bridge"
 )
 
 func main() {
-	code, ok := sandbox.MaybeReexec(sandbox.InitHooks{Bridge: egress.Bridge})
+	code, ok := inside.MaybeRun(inside.Hooks{Bridge: bridge.Run})
 	if !ok {
 		code = notInit(os.Stderr)
 	}

@@ -8,8 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
-	"strings"
-	"syscall"
 
 	"openvibe.network/agentsandbox/sandbox"
 )
@@ -41,15 +39,19 @@ func (s *Server) fileTarget(r *http.Request) (id, rel string, err error) {
 	return id, rel, nil
 }
 
-// fileError maps an error of PutFile or GetFile on a sandbox that exists.
-// The runtime reports a full workspace only in its error's text.
+// fileError maps an error of PutFile or GetFile on a sandbox that exists,
+// by the runtime's sentinels (never by error text).
 func fileError(op string, err error) error {
 	switch {
 	case errors.Is(err, sandbox.ErrNotFound) || errors.Is(err, fs.ErrNotExist):
 		return &Error{Status: http.StatusNotFound, Code: "file_not_found", Message: "no such file in the workspace"}
-	case errors.Is(err, syscall.ENOSPC) || strings.Contains(err.Error(), syscall.ENOSPC.Error()):
+	case errors.Is(err, sandbox.ErrNoSpace):
 		return &Error{Status: http.StatusInsufficientStorage, Code: "workspace_full",
 			Message: "the workspace is full (its disk limit is reached); remove files or write less"}
+	case errors.Is(err, sandbox.ErrIsDir):
+		return badRequest("the path is a directory; give the path of a file")
+	case errors.Is(err, sandbox.ErrNotDir):
+		return badRequest("a part of the path is a file, not a directory")
 	}
 	return fmt.Errorf("%s: %w", op, err)
 }

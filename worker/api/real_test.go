@@ -15,6 +15,7 @@ import (
 
 	"openvibe.network/agentsandbox"
 	"openvibe.network/agentsandbox/client"
+	"openvibe.network/agentsandbox/inside"
 	"openvibe.network/agentsandbox/internal/testenv"
 	"openvibe.network/agentsandbox/sandbox"
 )
@@ -22,7 +23,7 @@ import (
 // TestMain lets this test binary serve as the sandbox's launcher and init,
 // as codes-sandbox does.
 func TestMain(m *testing.M) {
-	if code, ok := sandbox.MaybeReexec(sandbox.InitHooks{}); ok {
+	if code, ok := inside.MaybeRun(inside.Hooks{}); ok {
 		os.Exit(code)
 	}
 	os.Exit(m.Run())

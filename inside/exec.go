@@ -1,4 +1,4 @@
-package sandbox
+package inside
 
 import (
 	"errors"
@@ -13,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"openvibe.network/agentsandbox/sandbox/control"
 )
 
 // waitDelay bounds how long an exec waits for its output pipes after the
@@ -23,20 +25,20 @@ const waitDelay = time.Second
 // frames, stdout and stderr streamed back as they arrive. The command leads
 // a session and process group of its own; on timeout, or when the client
 // goes away, it and everything it started (see killTree) are killed.
-func (s *initServer) exec(req controlRequest, fr *frameReader, fw *frameWriter) controlDone {
+func (s *initServer) exec(req control.Request, fr *control.Reader, fw *control.Writer) control.Done {
 	if len(req.Argv) == 0 || req.Argv[0] == "" {
-		return controlDone{Code: codeInvalid, Error: "empty argv"}
+		return control.Done{Code: control.CodeInvalid, Error: "empty argv"}
 	}
 	dir, err := workDir(req.Cwd)
 	if err != nil {
-		return controlDone{Code: codeInvalid, Error: err.Error()}
+		return control.Done{Code: control.CodeInvalid, Error: err.Error()}
 	}
 	env := s.commandEnv(req.Env)
 	prog, err := lookPath(req.Argv[0], env)
 	if err != nil {
-		_ = fw.frame(frameStderr, []byte("sandbox: "+err.Error()+"\n"))
+		_ = fw.Frame(control.FrameStderr, []byte("sandbox: "+err.Error()+"\n"))
 		_ = drain(fr, nil)
-		return controlDone{ExitCode: exitCodeOf(err)}
+		return control.Done{ExitCode: exitCodeOf(err)}
 	}
 	cmd := &exec.Cmd{
 		Path:        prog,
@@ -47,15 +49,15 @@ func (s *initServer) exec(req controlRequest, fr *frameReader, fw *frameWriter) 
 	}
 	p, err := newCommandPipes(cmd)
 	if err != nil {
-		return controlDone{Code: codeFailed, Error: err.Error()}
+		return control.Done{Code: control.CodeFailed, Error: err.Error()}
 	}
 	defer p.closeAll()
 	status, err := s.reaper.start(cmd)
 	p.closeChild()
 	if err != nil {
-		_ = fw.frame(frameStderr, []byte("sandbox: "+err.Error()+"\n"))
+		_ = fw.Frame(control.FrameStderr, []byte("sandbox: "+err.Error()+"\n"))
 		_ = drain(fr, nil)
-		return controlDone{ExitCode: exitCodeOf(err)}
+		return control.Done{ExitCode: exitCodeOf(err)}
 	}
 	k := &treeKiller{leader: cmd.Process.Pid}
 	go func() {
@@ -76,7 +78,7 @@ func (s *initServer) exec(req controlRequest, fr *frameReader, fw *frameWriter) 
 	ws := <-status
 	close(exited)
 	<-output
-	done := controlDone{ExitCode: waitStatusCode(ws)}
+	done := control.Done{ExitCode: control.ExitCode(ws)}
 	if k.finish() == "timeout" {
 		done.Reason = "timeout"
 	}
@@ -122,17 +124,6 @@ func (s stdinWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// exitStatus maps a process state to a shell-style exit code (128+signal).
-func exitStatus(ps *os.ProcessState) int {
-	if ps == nil {
-		return 255
-	}
-	if ws, ok := ps.Sys().(syscall.WaitStatus); ok {
-		return waitStatusCode(ws)
-	}
-	return ps.ExitCode()
-}
-
 // exitCodeOf maps a start failure to the shell's codes: 127 not found, 126
 // not executable.
 func exitCodeOf(err error) int {
@@ -146,33 +137,13 @@ func exitCodeOf(err error) int {
 // relative path is under it, an absolute path must be within it.
 func workDir(cwd string) (string, error) {
 	if cwd == "" {
-		return Workspace, nil
+		return control.Workspace, nil
 	}
-	rel, err := workspaceRel(cwd)
+	rel, err := control.WorkspaceRel(cwd)
 	if err != nil {
 		return "", fmt.Errorf("cwd %q: %w", cwd, err)
 	}
-	return path.Join(Workspace, rel), nil
-}
-
-// workspaceRel turns p (relative to the workspace, or absolute within it)
-// into a clean relative path that stays in the workspace ("." for the
-// workspace itself), or ErrPath.
-func workspaceRel(p string) (string, error) {
-	if p == Workspace {
-		return ".", nil
-	}
-	if strings.HasPrefix(p, "/") {
-		rest, ok := strings.CutPrefix(p, Workspace+"/")
-		if !ok {
-			return "", ErrPath
-		}
-		p = rest
-	}
-	if p == "" || !filepath.IsLocal(p) {
-		return "", ErrPath
-	}
-	return filepath.Clean(p), nil
+	return path.Join(control.Workspace, rel), nil
 }
 
 // lookPath finds a program like the shell would, in the command's PATH.

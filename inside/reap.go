@@ -1,4 +1,4 @@
-package sandbox
+package inside
 
 import (
 	"fmt"
@@ -9,6 +9,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"openvibe.network/agentsandbox/sandbox/control"
 )
 
 // reaper reaps every child of the init, which is the sandbox's pid 1
@@ -64,14 +66,6 @@ func (r *reaper) start(cmd *exec.Cmd) (<-chan syscall.WaitStatus, error) {
 	return ch, nil
 }
 
-// waitStatusCode maps a wait status to a shell-style exit code (128+signal).
-func waitStatusCode(ws syscall.WaitStatus) int {
-	if ws.Signaled() {
-		return 128 + int(ws.Signal())
-	}
-	return ws.ExitStatus()
-}
-
 // commandPipes are the init's ends of a command's standard streams.
 type commandPipes struct {
 	stdin          *os.File
@@ -116,16 +110,16 @@ func (p *commandPipes) closeAll() {
 // copyOutput streams the command's stdout and stderr to w until both end;
 // once the command exited (exited closes), it waits at most waitDelay more
 // (a background child may hold them open), then cuts them.
-func (p *commandPipes) copyOutput(fw *frameWriter, exited <-chan struct{}) {
+func (p *commandPipes) copyOutput(fw *control.Writer, exited <-chan struct{}) {
 	var wg sync.WaitGroup
 	for _, c := range []struct {
 		f    *os.File
 		kind byte
-	}{{p.stdout, frameStdout}, {p.stderr, frameStderr}} {
+	}{{p.stdout, control.FrameStdout}, {p.stderr, control.FrameStderr}} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, _ = io.Copy(kindWriter{fw, c.kind}, c.f)
+			_, _ = io.Copy(control.KindWriter{W: fw, Kind: c.kind}, c.f)
 		}()
 	}
 	done := make(chan struct{})

@@ -1,4 +1,4 @@
-package sandbox
+package inside
 
 import (
 	"context"
@@ -18,19 +18,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	"openvibe.network/agentsandbox/sandbox/control"
 )
-
-// initSpec is what the init is told, through its spec descriptor (fdSpec):
-// never on a command line, where every user of the host could read it.
-type initSpec struct {
-	// Env is the sandbox's Options.Env, added to every command.
-	Env map[string]string `json:"env,omitempty"`
-	// Egress makes the init run the bridge before its first command.
-	Egress bool `json:"egress,omitempty"`
-	// MaxOpenFiles is the descriptor limit of the init and of every
-	// process of the sandbox (see capSelf).
-	MaxOpenFiles int `json:"max_open_files"`
-}
 
 // maxSpec bounds the init's spec (the environment is at most a few hundred
 // KiB).
@@ -43,22 +32,22 @@ type initServer struct {
 	reaper    *reaper
 }
 
-// RunInit is the init of a sandbox, run inside it as the sandbox user: it
+// Run is the init of a sandbox, run inside it as the sandbox user: it
 // makes itself undumpable (so no process of the sandbox can read or write
 // its memory or borrow its descriptors through /proc, even on a host
 // without Yama), takes the signals a sandbox process could send it, reads
 // its spec, caps its limits (which every process of the sandbox inherits),
 // starts the egress bridge when the sandbox has egress
 // (hooks.Bridge), signals readiness to the runtime and then serves exec and
-// file requests on the control socket the runtime made (fdControl) until the
+// file requests on the control socket the runtime made (control.FDControl) until the
 // sandbox is killed. It returns an exit code only when it cannot start.
-func RunInit(hooks InitHooks) int {
+func Run(hooks Hooks) int {
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return initFail("make the init undumpable", err)
 	}
 	holdSignals()
-	var spec initSpec
-	specFile := os.NewFile(fdSpec, "spec")
+	var spec control.InitSpec
+	specFile := os.NewFile(control.FDSpec, "spec")
 	err := json.NewDecoder(io.LimitReader(specFile, maxSpec)).Decode(&spec)
 	specFile.Close()
 	if err != nil {
@@ -85,24 +74,24 @@ func RunInit(hooks InitHooks) int {
 		if hooks.Bridge == nil {
 			return initFail("start egress bridge", errors.New("this program has no egress bridge"))
 		}
-		benv, err := hooks.Bridge(ctx, "/proc/self/fd/"+strconv.Itoa(fdEgress), true)
+		benv, err := hooks.Bridge(ctx, "/proc/self/fd/"+strconv.Itoa(control.FDEgress), true)
 		if err != nil {
 			return initFail("start egress bridge", err)
 		}
 		maps.Copy(env, benv)
 	}
 	maps.Copy(env, spec.Env)
-	ws, err := os.Open(Workspace)
+	ws, err := os.Open(control.Workspace)
 	if err != nil {
 		return initFail("open workspace", err)
 	}
-	ctlFile := os.NewFile(fdControl, "control")
+	ctlFile := os.NewFile(control.FDControl, "control")
 	ln, err := net.FileListener(ctlFile)
 	ctlFile.Close() // FileListener holds its own copy
 	if err != nil {
 		return initFail("control socket", err)
 	}
-	ready := os.NewFile(fdReady, "ready")
+	ready := os.NewFile(control.FDReady, "ready")
 	if _, err := ready.Write([]byte{'R'}); err != nil {
 		return initFail("signal ready", err)
 	}
@@ -149,30 +138,30 @@ func initFail(op string, err error) int {
 // serve runs one operation on c.
 func (s *initServer) serve(c net.Conn) {
 	defer c.Close()
-	fr := newFrameReader(c)
-	fw := &frameWriter{w: c}
-	kind, p, err := fr.next()
-	if err != nil || kind != frameRequest {
+	fr := control.NewReader(c)
+	fw := control.NewWriter(c)
+	kind, p, err := fr.Next()
+	if err != nil || kind != control.FrameRequest {
 		return
 	}
-	var req controlRequest
+	var req control.Request
 	if err := json.Unmarshal(p, &req); err != nil {
-		_ = fw.json(frameDone, controlDone{Code: codeInvalid, Error: "bad request"})
+		_ = fw.JSON(control.FrameDone, control.Done{Code: control.CodeInvalid, Error: "bad request"})
 		return
 	}
-	var done controlDone
+	var done control.Done
 	switch req.Op {
-	case opPing:
-	case opExec:
+	case control.OpPing:
+	case control.OpExec:
 		done = s.exec(req, fr, fw)
-	case opPut:
+	case control.OpPut:
 		done = s.put(req, fr)
-	case opGet:
+	case control.OpGet:
 		done = s.get(req, fw)
 	default:
-		done = controlDone{Code: codeInvalid, Error: "unknown operation " + req.Op}
+		done = control.Done{Code: control.CodeInvalid, Error: "unknown operation " + req.Op}
 	}
-	_ = fw.json(frameDone, done)
+	_ = fw.JSON(control.FrameDone, done)
 }
 
 // commandEnv returns the environment of a command: the base environment
@@ -190,16 +179,16 @@ func (s *initServer) commandEnv(extra map[string]string) []string {
 // drain reads the client's frames until its end frame or until the
 // connection ends, passing data to w (nil: discard). It returns io.EOF when
 // the client went away before its end frame.
-func drain(fr *frameReader, w io.Writer) error {
+func drain(fr *control.Reader, w io.Writer) error {
 	for {
-		kind, p, err := fr.next()
+		kind, p, err := fr.Next()
 		if err != nil {
 			return io.EOF
 		}
 		switch kind {
-		case frameEnd:
+		case control.FrameEnd:
 			return nil
-		case frameData:
+		case control.FrameData:
 			if w != nil {
 				if _, err := w.Write(p); err != nil {
 					return err

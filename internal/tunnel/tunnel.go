@@ -1,9 +1,14 @@
-package egress
+// Package tunnel joins two connections, copying each way until both end
+// (with splice(2) between sockets, so the bytes never cross user space),
+// with an optional idle timeout. The egress proxy's CONNECT tunnels and the
+// in-sandbox bridge both use it.
+package tunnel
 
 import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,12 +21,12 @@ const maxTick = 5 * time.Second
 // errIdle ends a tunnel that saw no traffic either way for the idle timeout.
 var errIdle = errors.New("idle timeout")
 
-// tunnel copies a→b and b→a until both directions end, and returns the byte
+// Join copies a→b and b→a until both directions end, and returns the byte
 // counts of each. io.Copy between *net.TCPConn and *net.UnixConn uses
 // splice(2), so bytes do not cross user space. An end of file half-closes the
 // other side; an error, or idle (when > 0) with no traffic either way,
 // closes both.
-func tunnel(a, b net.Conn, idle time.Duration) (ab, ba int64) {
+func Join(a, b net.Conn, idle time.Duration) (ab, ba int64) {
 	var last atomic.Int64
 	last.Store(time.Now().UnixNano())
 	var wg sync.WaitGroup
@@ -35,7 +40,7 @@ func tunnel(a, b net.Conn, idle time.Duration) (ab, ba int64) {
 	return ab, ba
 }
 
-// pump copies src to dst (see tunnel) and returns the bytes copied.
+// pump copies src to dst (see Join) and returns the bytes copied.
 func pump(dst, src net.Conn, idle time.Duration, last *atomic.Int64, a, b net.Conn) int64 {
 	n, err := copyIdle(dst, src, idle, last)
 	if err != nil {
@@ -69,7 +74,7 @@ func copyIdle(dst, src net.Conn, idle time.Duration, last *atomic.Int64) (int64,
 		if n > 0 {
 			last.Store(now.UnixNano())
 		}
-		if err == nil || !isTimeout(err) {
+		if err == nil || !errors.Is(err, os.ErrDeadlineExceeded) {
 			return total, err
 		}
 		if now.Sub(time.Unix(0, last.Load())) >= idle {

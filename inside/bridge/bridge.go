@@ -1,4 +1,11 @@
-package egress
+// Package bridge is the in-sandbox half of egress: it runs in the sandbox's
+// init and exposes the worker's proxy (reached through a descriptor of the
+// sandbox's unix socket) as a loopback proxy address that the proxy
+// variables name, and, in transparent mode, a synthetic resolver and 80/443
+// listeners that turn a program's direct connections into CONNECTs. It
+// imports nothing of the host side: the guard and the proxy stay in the
+// worker.
+package bridge
 
 import (
 	"bufio"
@@ -14,6 +21,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"openvibe.network/agentsandbox/internal/tunnel"
 )
 
 // Addresses of the bridge inside the sandbox.
@@ -25,21 +34,25 @@ const (
 	ResolverAddr = "127.0.0.1:53"
 )
 
-// syntheticPrefix holds the loopback addresses that the transparent-mode
+// SyntheticPrefix holds the loopback addresses that the transparent-mode
 // resolver hands out, one per name.
-var syntheticPrefix = netip.MustParsePrefix("127.77.0.0/16")
+const SyntheticPrefix = "127.77.0.0/16"
 
 // acceptPause is how long an accept loop waits after a failed accept.
 const acceptPause = 50 * time.Millisecond
+
+// ReasonConnLimit is the refusal the bridge answers itself when the proxy
+// takes no more of the sandbox's connections: the proxy's own reason for
+// that limit (egress.ReasonConnLimit), in X-Egress-Refused like its answers.
+const ReasonConnLimit = "conn-limit"
 
 // refusalTimeout bounds the reading of a request that transparent mode
 // refuses on port 80.
 const refusalTimeout = 10 * time.Second
 
-// Bridge runs inside the sandbox: it listens on BridgeAddr and forwards
+// Run runs inside the sandbox: it listens on BridgeAddr and forwards
 // every connection to the proxy socket at socketPath (a /proc/self/fd path
-// of the init's descriptor of it). It has the signature of
-// sandbox.EgressBridge. When transparent, it
+// of the init's descriptor of it). It is the init's inside.Bridge hook. When transparent, it
 // also serves a resolver on ResolverAddr (UDP and TCP) that answers every
 // name with a synthetic address of 127.77.0.0/16, and listeners on ports
 // 80 and 443 of every local address that turn a connection to a synthetic
@@ -47,32 +60,36 @@ const refusalTimeout = 10 * time.Second
 // accepts, with the proxy variables to add to every command; everything
 // stops when ctx ends. Errors: socketPath is not a socket, or a listen
 // failure.
-func Bridge(ctx context.Context, socketPath string, transparent bool) (map[string]string, error) {
-	cfg := bridgeConfig{socket: socketPath, proxy: BridgeAddr}
+func Run(ctx context.Context, socketPath string, transparent bool) (map[string]string, error) {
+	cfg := Config{Socket: socketPath, ProxyAddr: BridgeAddr}
 	if transparent {
-		cfg.dns = ResolverAddr
-		cfg.listen = map[uint16]string{80: "0.0.0.0:80", 443: "0.0.0.0:443"}
-		cfg.synthetic = syntheticPrefix
+		cfg.DNSAddr = ResolverAddr
+		cfg.Listen = map[uint16]string{80: "0.0.0.0:80", 443: "0.0.0.0:443"}
+		cfg.Synthetic = netip.MustParsePrefix(SyntheticPrefix)
 	}
-	b, err := startBridge(ctx, cfg)
+	b, err := Start(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	return proxyEnv(b.proxyAddr), nil
+	return ProxyEnv(b.ProxyAddr()), nil
 }
 
-// bridgeConfig says where the bridge listens; tests use port 0.
-type bridgeConfig struct {
-	socket string
-	proxy  string
-	// dns, listen and synthetic are set for transparent mode only.
-	dns       string
-	listen    map[uint16]string // destination port -> listen address
-	synthetic netip.Prefix
+// Config says where a bridge listens (Run uses the sandbox's fixed
+// addresses; tests use port 0).
+type Config struct {
+	// Socket is the path of the proxy's socket.
+	Socket string
+	// ProxyAddr is the loopback address of the proxy the variables name.
+	ProxyAddr string
+	// DNSAddr, Listen (destination port -> listen address) and Synthetic
+	// are set for transparent mode only.
+	DNSAddr   string
+	Listen    map[uint16]string
+	Synthetic netip.Prefix
 }
 
-// bridge is a running bridge.
-type bridge struct {
+// Bridge is a running bridge.
+type Bridge struct {
 	socket    string
 	proxyAddr string
 	dnsAddr   string
@@ -80,34 +97,47 @@ type bridge struct {
 	names     *nameTable
 }
 
-func startBridge(ctx context.Context, cfg bridgeConfig) (*bridge, error) {
-	if fi, err := os.Stat(cfg.socket); err != nil || fi.Mode()&os.ModeSocket == 0 {
-		return nil, fmt.Errorf("bridge: %s is not a socket (%v)", cfg.socket, err)
+// ProxyAddr is the address the proxy listener is bound to.
+func (b *Bridge) ProxyAddr() string { return b.proxyAddr }
+
+// DNSAddr is the address the resolver is bound to ("" outside transparent
+// mode).
+func (b *Bridge) DNSAddr() string { return b.dnsAddr }
+
+// ListenAddr is the address the transparent listener for destination port
+// is bound to ("" when there is none).
+func (b *Bridge) ListenAddr(port uint16) string { return b.listeners[port] }
+
+// Start runs a bridge for cfg until ctx ends and returns once every
+// listener accepts. Errors: cfg.Socket is not a socket, or a listen failure.
+func Start(ctx context.Context, cfg Config) (*Bridge, error) {
+	if fi, err := os.Stat(cfg.Socket); err != nil || fi.Mode()&os.ModeSocket == 0 {
+		return nil, fmt.Errorf("bridge: %s is not a socket (%v)", cfg.Socket, err)
 	}
-	b := &bridge{socket: cfg.socket, listeners: map[uint16]string{}}
+	b := &Bridge{socket: cfg.Socket, listeners: map[uint16]string{}}
 	var closers []io.Closer
-	fail := func(err error) (*bridge, error) {
+	fail := func(err error) (*Bridge, error) {
 		for _, c := range closers {
 			_ = c.Close()
 		}
 		return nil, fmt.Errorf("bridge: %w", err)
 	}
-	ln, err := net.Listen("tcp4", cfg.proxy)
+	ln, err := net.Listen("tcp4", cfg.ProxyAddr)
 	if err != nil {
 		return fail(err)
 	}
 	closers = append(closers, ln)
 	b.proxyAddr = ln.Addr().String()
 	serves := []func(){func() { serveListener(ln, b.forward) }}
-	if cfg.dns != "" {
-		b.names = newNameTable(cfg.synthetic)
-		srv, addr, err := listenDNS(cfg.dns, b.names)
+	if cfg.DNSAddr != "" {
+		b.names = newNameTable(cfg.Synthetic)
+		srv, addr, err := listenDNS(cfg.DNSAddr, b.names)
 		if err != nil {
 			return fail(err)
 		}
 		closers = append(closers, srv...)
 		b.dnsAddr = addr
-		for port, addr := range cfg.listen {
+		for port, addr := range cfg.Listen {
 			ln, err := net.Listen("tcp4", addr)
 			if err != nil {
 				return fail(err)
@@ -157,8 +187,9 @@ func serveListener(ln net.Listener, handle func(net.Conn)) {
 	}
 }
 
-// proxyEnv is the environment that points programs at the bridge.
-func proxyEnv(addr string) map[string]string {
+// ProxyEnv is the environment that points programs at a bridge's proxy
+// address.
+func ProxyEnv(addr string) map[string]string {
 	u := "http://" + addr
 	env := map[string]string{}
 	for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"} {
@@ -171,7 +202,7 @@ func proxyEnv(addr string) map[string]string {
 // forward joins an in-sandbox proxy client to the proxy socket. When the
 // proxy does not take the connection (the sandbox already has as many as
 // the worker allows), the client is answered 429 with the proxy's reason.
-func (b *bridge) forward(c net.Conn) {
+func (b *Bridge) forward(c net.Conn) {
 	defer c.Close()
 	u, err := net.Dial("unix", b.socket)
 	if err != nil {
@@ -179,7 +210,7 @@ func (b *bridge) forward(c net.Conn) {
 		return
 	}
 	defer u.Close()
-	tunnel(c, u, 0)
+	tunnel.Join(c, u, 0)
 }
 
 // refuseLimit answers a client of the bridge that the sandbox is at its
@@ -195,7 +226,7 @@ func refuseLimit(c net.Conn) {
 // CONNECT for the name behind the address. A refusal on port 80 is passed
 // back to the client as the proxy's HTTP answer; on 443 the connection is
 // closed.
-func (b *bridge) transparent(c net.Conn, port uint16) {
+func (b *Bridge) transparent(c net.Conn, port uint16) {
 	defer c.Close()
 	local := c.LocalAddr().(*net.TCPAddr).AddrPort().Addr().Unmap()
 	name, ok := b.names.nameOf(local)
@@ -232,7 +263,7 @@ func (b *bridge) transparent(c net.Conn, port uint16) {
 			return
 		}
 	}
-	tunnel(c, u, 0)
+	tunnel.Join(c, u, 0)
 }
 
 // refuseHTTP reads the client's request, answers it with the proxy's

@@ -1,4 +1,4 @@
-package sandbox
+package inside
 
 import (
 	"errors"
@@ -9,11 +9,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+	"openvibe.network/agentsandbox/sandbox/control"
 )
-
-// execMarker is argv[1] of the init when it only caps the limits of a
-// one-command sandbox and becomes its command (see Runtime.Run).
-const execMarker = "__sandbox-exec"
 
 // capSelf sets this process's descriptor limit to maxFiles (soft and hard,
 // so no process of the sandbox can raise it) and turns core dumps off. It
@@ -48,7 +45,7 @@ func capSelf(maxFiles int) error {
 // an exit code only when it cannot (127: not found, 126: not executable).
 func runCappedExec(args []string) int {
 	if len(args) < 3 || args[1] != "--" {
-		return initFail("exec", errors.New("usage: "+execMarker+" MAX_FILES -- COMMAND..."))
+		return initFail("exec", errors.New("usage: "+control.ExecMarker+" MAX_FILES -- COMMAND..."))
 	}
 	n, err := strconv.Atoi(args[0])
 	if err != nil {

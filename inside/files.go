@@ -1,4 +1,4 @@
-package sandbox
+package inside
 
 import (
 	"errors"
@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+	"openvibe.network/agentsandbox/sandbox/control"
 )
 
 // resolveBeneath confines a lookup to the workspace: no "..", absolute path
@@ -15,7 +16,7 @@ const resolveBeneath = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS
 
 // put writes the client's data frames to a file in the workspace, creating
 // its parent directories.
-func (s *initServer) put(req controlRequest, fr *frameReader) controlDone {
+func (s *initServer) put(req control.Request, fr *control.Reader) control.Done {
 	f, done := s.openForPut(req.Path, os.FileMode(req.Mode).Perm())
 	if f == nil {
 		_ = drain(fr, nil)
@@ -24,18 +25,18 @@ func (s *initServer) put(req controlRequest, fr *frameReader) controlDone {
 	defer f.Close()
 	w := &stickyWriter{w: f}
 	if err := drain(fr, w); err != nil || w.err != nil {
-		return controlDone{Code: codeFailed, Error: "write " + req.Path + ": " + errors.Join(w.err, err).Error()}
+		return fileDone(req.Path, errors.Join(w.err, err))
 	}
 	if err := f.Close(); err != nil {
-		return controlDone{Code: codeFailed, Error: "close " + req.Path + ": " + err.Error()}
+		return fileDone(req.Path, err)
 	}
-	return controlDone{}
+	return control.Done{}
 }
 
-func (s *initServer) openForPut(p string, mode os.FileMode) (*os.File, controlDone) {
-	rel, err := workspaceRel(p)
+func (s *initServer) openForPut(p string, mode os.FileMode) (*os.File, control.Done) {
+	rel, err := control.WorkspaceRel(p)
 	if err != nil || rel == "." {
-		return nil, fileDone(p, ErrPath)
+		return nil, fileDone(p, control.ErrPath)
 	}
 	if mode == 0 {
 		mode = 0o644
@@ -59,7 +60,7 @@ func (s *initServer) openForPut(p string, mode os.FileMode) (*os.File, controlDo
 		f.Close()
 		return nil, fileDone(p, err)
 	}
-	return f, controlDone{}
+	return f, control.Done{}
 }
 
 // mkdirBeneath creates directory name in the workspace directory parent
@@ -97,10 +98,10 @@ func (s *stickyWriter) Write(p []byte) (int, error) {
 }
 
 // get sends a workspace file to the client as data frames.
-func (s *initServer) get(req controlRequest, fw *frameWriter) controlDone {
-	rel, err := workspaceRel(req.Path)
+func (s *initServer) get(req control.Request, fw *control.Writer) control.Done {
+	rel, err := control.WorkspaceRel(req.Path)
 	if err != nil {
-		return fileDone(req.Path, ErrPath)
+		return fileDone(req.Path, control.ErrPath)
 	}
 	fd, err := unix.Openat2(int(s.workspace.Fd()), rel, &unix.OpenHow{
 		Flags:   unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NOCTTY | unix.O_NONBLOCK,
@@ -115,22 +116,31 @@ func (s *initServer) get(req controlRequest, fw *frameWriter) controlDone {
 	if err != nil {
 		return fileDone(req.Path, err)
 	}
-	if !fi.Mode().IsRegular() {
-		return controlDone{Code: codeInvalid, Error: req.Path + " is not a regular file"}
+	switch {
+	case fi.IsDir():
+		return fileDone(req.Path, unix.EISDIR)
+	case !fi.Mode().IsRegular():
+		return control.Done{Code: control.CodeInvalid, Error: req.Path + " is not a regular file"}
 	}
-	if _, err := io.Copy(kindWriter{fw, frameData}, f); err != nil {
-		return controlDone{Code: codeFailed, Error: "read " + req.Path + ": " + err.Error()}
+	if _, err := io.Copy(control.KindWriter{W: fw, Kind: control.FrameData}, f); err != nil {
+		return control.Done{Code: control.CodeFailed, Error: "read " + req.Path + ": " + err.Error()}
 	}
-	return controlDone{}
+	return control.Done{}
 }
 
 // fileDone maps a file error to the protocol's codes.
-func fileDone(p string, err error) controlDone {
+func fileDone(p string, err error) control.Done {
 	switch {
-	case errors.Is(err, ErrPath), errors.Is(err, unix.EXDEV), errors.Is(err, unix.ELOOP):
-		return controlDone{Code: codePath, Error: p + ": path leaves the workspace"}
+	case errors.Is(err, control.ErrPath), errors.Is(err, unix.EXDEV), errors.Is(err, unix.ELOOP):
+		return control.Done{Code: control.CodePath, Error: p + ": path leaves the workspace"}
 	case errors.Is(err, unix.ENOENT):
-		return controlDone{Code: codeNotExist, Error: p + ": no such file"}
+		return control.Done{Code: control.CodeNotExist, Error: p + ": no such file"}
+	case errors.Is(err, unix.ENOSPC), errors.Is(err, unix.EDQUOT):
+		return control.Done{Code: control.CodeNoSpace, Error: p + ": the workspace is full"}
+	case errors.Is(err, unix.EISDIR):
+		return control.Done{Code: control.CodeIsDir, Error: p + " is a directory"}
+	case errors.Is(err, unix.ENOTDIR):
+		return control.Done{Code: control.CodeNotDir, Error: p + ": a parent is not a directory"}
 	}
-	return controlDone{Code: codeFailed, Error: p + ": " + err.Error()}
+	return control.Done{Code: control.CodeFailed, Error: p + ": " + err.Error()}
 }

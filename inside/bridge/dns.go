@@ -1,4 +1,4 @@
-package egress
+package bridge
 
 import (
 	"io"
@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/miekg/dns"
+	"openvibe.network/agentsandbox/internal/hostname"
 )
 
 // syntheticTTL is the TTL of the synthetic answers: they hold for the
@@ -26,7 +27,7 @@ func (t *nameTable) ServeDNS(w dns.ResponseWriter, r *dns.Msg) {
 	}
 	q := r.Question[0]
 	name := strings.ToLower(strings.TrimSuffix(q.Name, "."))
-	if _, _, v := parseHost(name); v.Reason != "" {
+	if _, _, problem := hostname.Parse(name); problem != "" {
 		m.Rcode = dns.RcodeNameError
 		_ = w.WriteMsg(m)
 		return

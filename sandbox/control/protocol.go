@@ -1,0 +1,165 @@
+package control
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+)
+
+// The control protocol. One unix connection carries one operation: the
+// client (the runtime) sends a request frame, then data frames (stdin, file
+// content) and an end frame; the init answers with data frames (stdout,
+// stderr, file content) and a final done frame. A frame is a one-byte kind,
+// a big-endian uint32 length and the payload.
+const (
+	FrameRequest = 'R' // JSON Request
+	FrameData    = 'D' // stdin (to the init) or file content (both ways)
+	FrameEnd     = 'Z' // end of the client's data
+	FrameStdout  = 'O'
+	FrameStderr  = 'E'
+	FrameDone    = 'X' // JSON Done; last frame of the init
+)
+
+// MaxFrame bounds a frame's payload; larger writes are split.
+const MaxFrame = 1 << 20
+
+// Operations of Request.Op.
+const (
+	OpPing = "ping"
+	OpExec = "exec"
+	OpPut  = "put"
+	OpGet  = "get"
+)
+
+// Error codes of Done.Code: what went wrong, kept as a code across the
+// boundary so that no side matches error text.
+const (
+	CodePath     = "path"          // the path leaves the workspace
+	CodeNotExist = "not_exist"     // no such file
+	CodeNoSpace  = "no_space"      // the workspace is full (its size or inode cap)
+	CodeIsDir    = "is_directory"  // a file operation on a directory
+	CodeNotDir   = "not_directory" // a directory operation on a file
+	CodeInvalid  = "invalid"       // bad request
+	CodeFailed   = "failed"        // anything else
+)
+
+// Request is the first frame of every operation.
+type Request struct {
+	Op      string            `json:"op"`
+	Argv    []string          `json:"argv,omitempty"`
+	Env     map[string]string `json:"env,omitempty"`
+	Cwd     string            `json:"cwd,omitempty"`
+	Timeout int64             `json:"timeout_ns,omitempty"`
+	Path    string            `json:"path,omitempty"`
+	Mode    uint32            `json:"mode,omitempty"`
+}
+
+// Done is the init's last frame: how an exec ended, or an error.
+type Done struct {
+	ExitCode int    `json:"exit_code"`
+	Reason   string `json:"reason,omitempty"`
+	Code     string `json:"code,omitempty"`
+	Error    string `json:"error,omitempty"`
+}
+
+// Writer writes frames; safe for concurrent use.
+type Writer struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (f *Writer) Frame(kind byte, p []byte) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for first := true; first || len(p) > 0; first = false {
+		n := min(len(p), MaxFrame)
+		var hdr [5]byte
+		hdr[0] = kind
+		binary.BigEndian.PutUint32(hdr[1:], uint32(n))
+		if _, err := f.w.Write(append(hdr[:], p[:n]...)); err != nil {
+			return fmt.Errorf("write frame: %w", err)
+		}
+		p = p[n:]
+	}
+	return nil
+}
+
+func (f *Writer) JSON(kind byte, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode frame: %w", err)
+	}
+	return f.Frame(kind, b)
+}
+
+// KindWriter is an io.Writer that sends each write as one frame of a kind.
+type KindWriter struct {
+	W    *Writer
+	Kind byte
+}
+
+func (k KindWriter) Write(p []byte) (int, error) {
+	if err := k.W.Frame(k.Kind, p); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// Reader reads frames.
+type Reader struct {
+	r   *bufio.Reader
+	buf []byte
+}
+
+func NewReader(r io.Reader) *Reader {
+	return &Reader{r: bufio.NewReaderSize(r, 64<<10)}
+}
+
+// next returns the next frame; the payload is valid until the next call.
+func (f *Reader) Next() (byte, []byte, error) {
+	var hdr [5]byte
+	if _, err := io.ReadFull(f.r, hdr[:]); err != nil {
+		return 0, nil, err
+	}
+	n := binary.BigEndian.Uint32(hdr[1:])
+	if n > MaxFrame {
+		return 0, nil, errors.New("read frame: frame too large")
+	}
+	if cap(f.buf) < int(n) {
+		f.buf = make([]byte, n)
+	}
+	p := f.buf[:n]
+	if _, err := io.ReadFull(f.r, p); err != nil {
+		return 0, nil, fmt.Errorf("read frame: %w", err)
+	}
+	return hdr[0], p, nil
+}
+
+// CopyFrames sends r to f as data frames followed by an end frame.
+func CopyFrames(f *Writer, r io.Reader) error {
+	if r != nil {
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := r.Read(buf)
+			if n > 0 {
+				if werr := f.Frame(FrameData, buf[:n]); werr != nil {
+					return werr
+				}
+			}
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return fmt.Errorf("read input: %w", err)
+			}
+		}
+	}
+	return f.Frame(FrameEnd, nil)
+}
+
+// NewWriter returns a Writer of frames to w.
+func NewWriter(w io.Writer) *Writer { return &Writer{w: w} }
