@@ -8,15 +8,15 @@ import (
 	"strings"
 
 	"openvibe.network/agentsandbox/client"
-	workerapi "openvibe.network/agentsandbox/worker/api"
-	"openvibe.network/agentsandbox/worker/api/apitest"
+	"openvibe.network/agentsandbox/worker/httpapi"
+	"openvibe.network/agentsandbox/worker/httpapi/apitest"
 )
 
 // A sandbox's life through the worker API: create, put a file, run a
 // command with its output streamed, delete. (The worker here runs on a fake
 // runtime whose commands echo their stdin.)
 func ExampleWorker() {
-	api, _ := workerapi.New(workerapi.Config{Runtime: apitest.NewFake(1), Token: "secret"})
+	api, _ := httpapi.New(httpapi.Config{Runtime: apitest.NewFake(1), Token: "secret"})
 	srv := httptest.NewServer(api.Handler())
 	defer srv.Close()
 

@@ -17,20 +17,20 @@ import (
 	"openvibe.network/agentsandbox"
 	"openvibe.network/agentsandbox/client"
 	"openvibe.network/agentsandbox/sandbox"
-	workerapi "openvibe.network/agentsandbox/worker/api"
-	"openvibe.network/agentsandbox/worker/api/apitest"
+	"openvibe.network/agentsandbox/worker/httpapi"
+	"openvibe.network/agentsandbox/worker/httpapi/apitest"
 )
 
 const workerToken = "worker-token-1"
 
 // newWorker serves the worker API on fake and returns a client of it.
-func newWorker(tb testing.TB, fake *apitest.Fake, mod func(*workerapi.Config)) *client.Worker {
+func newWorker(tb testing.TB, fake *apitest.Fake, mod func(*httpapi.Config)) *client.Worker {
 	tb.Helper()
-	cfg := workerapi.Config{Runtime: fake, Token: workerToken}
+	cfg := httpapi.Config{Runtime: fake, Token: workerToken}
 	if mod != nil {
 		mod(&cfg)
 	}
-	s, err := workerapi.New(cfg)
+	s, err := httpapi.New(cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -55,9 +55,9 @@ func TestWorkerRoundTrip(t *testing.T) {
 		stdout.Write(req.Stdin)
 		return agentsandbox.ExecResult{ExitCode: 3, Reason: "timeout"}, nil
 	}
-	w := newWorker(t, fake, func(c *workerapi.Config) {
-		c.Status = func() workerapi.Status {
-			return workerapi.Status{SelfTest: &workerapi.SelfTestSummary{Passed: true, Checks: map[string]bool{"wipe": true}}}
+	w := newWorker(t, fake, func(c *httpapi.Config) {
+		c.Status = func() httpapi.Status {
+			return httpapi.Status{SelfTest: &httpapi.SelfTestSummary{Passed: true, Checks: map[string]bool{"wipe": true}}}
 		}
 	})
 	ctx := ctxT(t)
@@ -173,7 +173,7 @@ func TestWorkerErrors(t *testing.T) {
 // w2URL serves fake once more and returns the server's URL.
 func w2URL(tb testing.TB, fake *apitest.Fake) string {
 	tb.Helper()
-	s, err := workerapi.New(workerapi.Config{Runtime: fake, Token: workerToken})
+	s, err := httpapi.New(httpapi.Config{Runtime: fake, Token: workerToken})
 	if err != nil {
 		tb.Fatal(err)
 	}

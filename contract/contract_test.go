@@ -113,7 +113,7 @@ func TestValidateValues(t *testing.T) {
 		{"invalid-utf8-string", map[string]any{"worker_id": "\xff", "isolation": mustDecode(t, isolatedJSON)}, Result{Valid: true, Errors: []agentsandbox.ValidationError{}}},
 		{"nil", nil, Result{Errors: []agentsandbox.ValidationError{{Path: "", Message: "must be object"}}}},
 		{"typed-check-in", seedCheckIn(), Result{Valid: true, Errors: []agentsandbox.ValidationError{}}},
-		{"typed-check-in-unproven-fact", agentsandbox.WorkerCheckIn{Isolation: factsOnly(agentsandbox.Isolation{HostNetwork: ptr(false)})}, Result{Errors: []agentsandbox.ValidationError{
+		{"typed-check-in-unproven-fact", agentsandbox.WorkerCheckIn{Isolation: factsOnly(agentsandbox.Isolation{HostNetwork: new(false)})}, Result{Errors: []agentsandbox.ValidationError{
 			{Path: "/isolation", Message: "must have required property 'credentials'"},
 			{Path: "/isolation", Message: "must have required property 'egress_proxy'"},
 			{Path: "/isolation", Message: "must have required property 'profile'"},

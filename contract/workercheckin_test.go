@@ -11,20 +11,19 @@ import (
 	"openvibe.network/agentsandbox"
 )
 
-func ptr[T any](v T) *T { return &v }
 
 // seedCheckIn is the typed form of the seed's worker-check-in example.
 func seedCheckIn() agentsandbox.WorkerCheckIn {
 	at := time.Date(2026, 11, 7, 13, 0, 0, 0, time.FixedZone("CET", 3600)) // 12:00 UTC
 	return agentsandbox.WorkerCheckIn{
-		WorkerID: "sbw-ovhost", Service: "codes-sandbox", Version: "0.7.0", Ready: ptr(true),
+		WorkerID: "sbw-ovhost", Service: "codes-sandbox", Version: "0.7.0", Ready: new(true),
 		Checks: map[string]bool{
 			"network_namespace": true, "no_direct_egress": true, "egress_refuses_private": true, "clean_env": true,
 			"no_host_files": true, "no_capabilities": true, "seccomp": true, "limits": true, "wipe": true,
 		},
 		CheckedAt: &at,
 		Isolation: agentsandbox.Isolation{
-			HostNetwork: ptr(false), Credentials: ptr(false), Profile: ptr(false), EgressProxy: ptr(true), Workspace: ptr("ephemeral"),
+			HostNetwork: new(false), Credentials: new(false), Profile: new(false), EgressProxy: new(true), Workspace: new("ephemeral"),
 			Extra: map[string]any{
 				"sandbox": "bubblewrap", "bubblewrap": "0.9.0", "user_namespace": true, "network_namespace": true,
 				"egress":           map[string]any{"via": "proxy", "public_only": true, "ports": []any{80, 443}, "direct": "none"},
@@ -36,7 +35,7 @@ func seedCheckIn() agentsandbox.WorkerCheckIn {
 				},
 			},
 		},
-		Browser: ptr(false), Capacity: ptr(2), Active: ptr(0), At: &at,
+		Browser: new(false), Capacity: new(2), Active: new(0), At: &at,
 	}
 }
 
@@ -78,9 +77,9 @@ func TestWorkerCheckInMarshal(t *testing.T) {
 	}{
 		{"OK/minimal-null-checked-at", agentsandbox.WorkerCheckIn{Isolation: factsOnly(seedCheckIn().Isolation)},
 			`{"checked_at":null,"isolation":{"credentials":false,"egress_proxy":true,"host_network":false,"profile":false,"workspace":"ephemeral"}}`},
-		{"OK/unproven-fact-left-out", agentsandbox.WorkerCheckIn{Isolation: agentsandbox.Isolation{HostNetwork: ptr(false), Extra: map[string]any{"seccomp": true}}, Capacity: ptr(1)},
+		{"OK/unproven-fact-left-out", agentsandbox.WorkerCheckIn{Isolation: agentsandbox.Isolation{HostNetwork: new(false), Extra: map[string]any{"seccomp": true}}, Capacity: new(1)},
 			`{"checked_at":null,"isolation":{"host_network":false,"seccomp":true},"capacity":1}`},
-		{"OK/time-utc-millis", agentsandbox.WorkerCheckIn{At: ptr(time.Date(2026, 1, 2, 3, 4, 5, 678999999, time.FixedZone("x", -7200)))},
+		{"OK/time-utc-millis", agentsandbox.WorkerCheckIn{At: new(time.Date(2026, 1, 2, 3, 4, 5, 678999999, time.FixedZone("x", -7200)))},
 			`{"checked_at":null,"isolation":{},"at":"2026-01-02T05:04:05.678Z"}`},
 	}
 	for _, tt := range tests {
@@ -95,7 +94,7 @@ func TestWorkerCheckInMarshal(t *testing.T) {
 		})
 	}
 	t.Run("OK/unproven-fact-is-refused", func(t *testing.T) {
-		data, _ := json.Marshal(agentsandbox.WorkerCheckIn{Isolation: agentsandbox.Isolation{HostNetwork: ptr(false), Credentials: ptr(false), EgressProxy: ptr(true), Workspace: ptr("ephemeral")}})
+		data, _ := json.Marshal(agentsandbox.WorkerCheckIn{Isolation: agentsandbox.Isolation{HostNetwork: new(false), Credentials: new(false), EgressProxy: new(true), Workspace: new("ephemeral")}})
 		r, err := ValidateJSON(agentsandbox.WorkerCheckInContract, data)
 		if err != nil || r.Valid || len(r.Errors) != 1 || r.Errors[0].Message != "must have required property 'profile'" {
 			t.Errorf("got %+v %v", r, err)

@@ -47,7 +47,7 @@ func (r *Runtime) ExecStream(ctx context.Context, id string, req agentsandbox.Ex
 		Op: control.OpExec, Argv: req.Argv, Env: req.Env, Cwd: req.Cwd, Timeout: int64(req.Timeout),
 	})
 	if err != nil {
-		return r.lost(ctx, b, err)
+		return r.lostConnection(ctx, b, err)
 	}
 	defer end()
 	go func() { _ = control.CopyFrames(fw, stdin) }()
@@ -56,7 +56,7 @@ func (r *Runtime) ExecStream(ctx context.Context, id string, req agentsandbox.Ex
 		return agentsandbox.ExecResult{}, fmt.Errorf("exec: %w", err)
 	}
 	if err != nil {
-		return r.lost(ctx, b, err)
+		return r.lostConnection(ctx, b, err)
 	}
 	if done.Code != "" {
 		return agentsandbox.ExecResult{}, fmt.Errorf("exec: %s", done.Error)
@@ -75,9 +75,9 @@ func (r *Runtime) ExecStream(ctx context.Context, id string, req agentsandbox.Ex
 	return res, nil
 }
 
-// lost explains a control connection that broke: the caller's ctx ended,
+// lostConnection explains a control connection that broke: the caller's ctx ended,
 // or the sandbox ended (its reason), or an error.
-func (r *Runtime) lost(ctx context.Context, b *box, err error) (agentsandbox.ExecResult, error) {
+func (r *Runtime) lostConnection(ctx context.Context, b *sandboxState, err error) (agentsandbox.ExecResult, error) {
 	if ctx.Err() != nil {
 		return agentsandbox.ExecResult{}, fmt.Errorf("exec: %w", ctx.Err())
 	}
@@ -155,7 +155,7 @@ func (r *Runtime) fileOp(ctx context.Context, id string, req control.Request, sr
 
 // request connects to b's init and sends req. The connection is closed when
 // ctx ends, or by end, which the caller must call once done with it.
-func (r *Runtime) request(ctx context.Context, b *box, req control.Request) (c net.Conn, fw *control.Writer, end func(), err error) {
+func (r *Runtime) request(ctx context.Context, b *sandboxState, req control.Request) (c net.Conn, fw *control.Writer, end func(), err error) {
 	c, err = r.dial(ctx, b)
 	if err != nil {
 		return nil, nil, nil, err
@@ -173,7 +173,7 @@ func (r *Runtime) request(ctx context.Context, b *box, req control.Request) (c n
 // dial connects to b's control socket through the descriptor the runtime
 // kept of it: the socket has no name on disk, so nothing the sandbox does
 // can put another socket in its place.
-func (r *Runtime) dial(ctx context.Context, b *box) (net.Conn, error) {
+func (r *Runtime) dial(ctx context.Context, b *sandboxState) (net.Conn, error) {
 	if b.control == nil {
 		return nil, fmt.Errorf("connect to sandbox %s: it has no control socket", b.id)
 	}

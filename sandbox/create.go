@@ -27,8 +27,8 @@ const (
 	startTimeout = 30 * time.Second
 )
 
-// box is one running sandbox.
-type box struct {
+// sandboxState is one running sandbox.
+type sandboxState struct {
 	id    string
 	info  Info
 	slot  *slot
@@ -55,7 +55,7 @@ type box struct {
 }
 
 // setReason records why the sandbox ends (the first reason wins).
-func (b *box) setReason(why string) {
+func (b *sandboxState) setReason(why string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.reason == "" {
@@ -63,7 +63,7 @@ func (b *box) setReason(why string) {
 	}
 }
 
-func (b *box) endReason() string {
+func (b *sandboxState) endReason() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.reason
@@ -150,17 +150,17 @@ func (r *Runtime) Create(ctx context.Context, opts Options) (Info, error) {
 	// The time box counts from the moment the sandbox accepts commands, and
 	// ExpiresAt says exactly when its timer fires.
 	b.info.ExpiresAt = r.cfg.Now().Add(opts.TimeBox)
-	b.timer = time.AfterFunc(opts.TimeBox, func() { r.end(b.id, "time_box") })
+	b.timer = time.AfterFunc(opts.TimeBox, func() { r.endSandbox(b.id, "time_box") })
 	r.mu.Unlock()
 	go r.watch(b)
 	r.log.Info("sandbox created", "sandbox", b.id, "slot", b.slot.index, "uid", b.slot.uid,
-		"egress", opts.Egress, "time_box", opts.TimeBox, "duration", time.Since(start))
+		"egress", opts.Egress, "time_box_s", opts.TimeBox.Seconds(), "duration_ms", durationMS(time.Since(start)))
 	return b.info, nil
 }
 
 // claim takes a free slot for a new sandbox: the self-test's own slot for
 // a sandbox with opts.SelfTest, else one of the others.
-func (r *Runtime) claim(opts Options) (*box, error) {
+func (r *Runtime) claim(opts Options) (*sandboxState, error) {
 	id := randomID()
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -168,11 +168,11 @@ func (r *Runtime) claim(opts Options) (*box, error) {
 		return nil, errors.New("create sandbox: runtime is closed")
 	}
 	for _, s := range r.slots {
-		if s.box != nil || s.broken != "" || s.selfTest != opts.SelfTest {
+		if s.current != nil || s.broken != "" || s.selfTest != opts.SelfTest {
 			continue
 		}
 		now := r.cfg.Now()
-		b := &box{
+		b := &sandboxState{
 			id: id, slot: s, opts: opts, dir: r.boxPath(id),
 			exited: make(chan struct{}), wiped: make(chan struct{}),
 			info: Info{
@@ -180,7 +180,7 @@ func (r *Runtime) claim(opts Options) (*box, error) {
 				CreatedAt: now, Limits: opts.Limits,
 			},
 		}
-		s.box = b
+		s.current = b
 		return b, nil
 	}
 	return nil, ErrCapacity
@@ -188,17 +188,17 @@ func (r *Runtime) claim(opts Options) (*box, error) {
 
 // watch ends the sandbox when bubblewrap exits on its own (its init died,
 // or the memory limit killed it).
-func (r *Runtime) watch(b *box) {
+func (r *Runtime) watch(b *sandboxState) {
 	<-b.exited
 	why := "exited"
 	if ev, err := b.group.Events(); err == nil && ev.OOMKills > 0 {
 		why = "memory"
 	}
-	r.end(b.id, why)
+	r.endSandbox(b.id, why)
 }
 
-// end removes a sandbox from the runtime and wipes it, for why.
-func (r *Runtime) end(id, why string) {
+// endSandbox removes a sandbox from the runtime and wipes it, for why.
+func (r *Runtime) endSandbox(id, why string) {
 	r.mu.Lock()
 	b, ok := r.boxes[id]
 	delete(r.boxes, id)

@@ -170,10 +170,10 @@ func (r *Runtime) removeRuntime(name string) (done bool, err error) {
 // and puts a slot back in use once nothing of its sandbox is left.
 func (r *Runtime) retryBroken() {
 	r.mu.Lock()
-	var broken []*box
+	var broken []*sandboxState
 	for _, s := range r.slots {
-		if s.broken != "" && s.box != nil {
-			broken = append(broken, s.box)
+		if s.broken != "" && s.current != nil {
+			broken = append(broken, s.current)
 		}
 	}
 	r.mu.Unlock()
@@ -184,7 +184,7 @@ func (r *Runtime) retryBroken() {
 		left := r.leftovers(b)
 		r.mu.Lock()
 		if len(left) == 0 {
-			b.slot.box, b.slot.broken = nil, ""
+			b.slot.current, b.slot.broken = nil, ""
 		} else {
 			b.slot.broken = strings.Join(left, "; ")
 		}

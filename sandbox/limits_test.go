@@ -74,16 +74,16 @@ func TestLimits(t *testing.T) {
 		}
 	})
 	t.Run("TimeBox", func(t *testing.T) {
-		const box = 2 * time.Second
-		info := newBox(t, rt, Options{TimeBox: box})
+		const timeBox = 2 * time.Second
+		info := newBox(t, rt, Options{TimeBox: timeBox})
 		start := time.Now()
 		r := run(t, rt, info.ID, agentsandbox.ExecRequest{Argv: []string{"sleep", "60"}})
 		took := time.Since(start)
 		if r.ExitCode != 137 || r.Reason != "time_box" {
 			t.Fatalf("time box: exit %d reason %q", r.ExitCode, r.Reason)
 		}
-		if took < box-100*time.Millisecond || took > 40*time.Second {
-			t.Fatalf("the time box of %v ended the sleep after %v", box, took)
+		if took < timeBox-100*time.Millisecond || took > 40*time.Second {
+			t.Fatalf("the time box of %v ended the sleep after %v", timeBox, took)
 		}
 		if _, err := rt.Exec(context.Background(), info.ID, agentsandbox.ExecRequest{Argv: []string{"true"}}, nil, nil); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("exec after the time box: %v, want ErrNotFound", err)

@@ -125,7 +125,7 @@ func assertGone(tb testing.TB, uid int, cgroupPaths []string, dir string) {
 	}
 }
 
-func mustBox(tb testing.TB, rt *Runtime, id string) *box {
+func mustBox(tb testing.TB, rt *Runtime, id string) *sandboxState {
 	tb.Helper()
 	b, err := rt.get(id)
 	if err != nil {

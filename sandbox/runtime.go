@@ -89,7 +89,7 @@ type Runtime struct {
 
 	mu     sync.Mutex
 	slots  []*slot // Capacity slots for Create and Run, then the self-test's
-	boxes  map[string]*box
+	boxes  map[string]*sandboxState
 	stale  []string // names of dead runtimes whose leftovers are not all gone
 	closed bool
 }
@@ -98,10 +98,10 @@ type Runtime struct {
 type slot struct {
 	index    int
 	uid      int
-	lock     *os.File // holds the uid's reservation
-	box      *box     // nil when free
-	broken   string   // why the slot is out of use after an unverified wipe
-	selfTest bool     // kept for sandboxes created with Options.SelfTest
+	lock     *os.File      // holds the uid's reservation
+	current  *sandboxState // the sandbox in the slot, nil when free
+	broken   string        // why the slot is out of use after an unverified wipe
+	selfTest bool          // kept for sandboxes created with Options.SelfTest
 }
 
 // NewRuntime validates the machine and cfg and prepares the runtime: it
@@ -127,7 +127,7 @@ func NewRuntime(cfg Config) (*Runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("new runtime: %w", err)
 	}
-	r := &Runtime{cfg: cfg, base: base, seccomp: prog, log: cfg.Logger, boxes: map[string]*box{},
+	r := &Runtime{cfg: cfg, base: base, seccomp: prog, log: cfg.Logger, boxes: map[string]*sandboxState{},
 		janitor: make(chan struct{}, 1), janitorDone: make(chan struct{})}
 	err = r.prepareDir()
 	if n := len(r.boxPath("0123456789abcdef0123") + "/egress.sock"); err == nil && n >= maxSocketPath {
@@ -216,7 +216,7 @@ func (r *Runtime) Active() int {
 	defer r.mu.Unlock()
 	n := 0
 	for _, s := range r.slots {
-		if s.box != nil && !s.selfTest {
+		if s.current != nil && !s.selfTest {
 			n++
 		}
 	}
@@ -274,7 +274,7 @@ func (r *Runtime) HostPids(id string) ([]int, error) {
 	return pids, nil
 }
 
-func (r *Runtime) get(id string) (*box, error) {
+func (r *Runtime) get(id string) (*sandboxState, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	b, ok := r.boxes[id]
@@ -341,10 +341,10 @@ func (r *Runtime) boxPath(id string) string { return filepath.Join(r.dir, id) }
 // out of use before it was called are not waited for nor reported again.
 func (r *Runtime) awaitWipes() []error {
 	r.mu.Lock()
-	var pending []*box
+	var pending []*sandboxState
 	for _, s := range r.slots {
-		if s.box != nil && s.broken == "" {
-			pending = append(pending, s.box)
+		if s.current != nil && s.broken == "" {
+			pending = append(pending, s.current)
 		}
 	}
 	r.mu.Unlock()

@@ -56,7 +56,7 @@ func baseEnv() map[string]string {
 // before starting the init, and waits until the init is ready. For a direct
 // sandbox (b.direct) there is no init: start returns once the command may
 // run.
-func (r *Runtime) start(ctx context.Context, b *box) error {
+func (r *Runtime) start(ctx context.Context, b *sandboxState) error {
 	o := b.opts
 	if err := makeBoxDir(b.dir, b.slot.uid, int64(o.Limits.DiskMB)<<20, r.cfg.MaxPtys); err != nil {
 		return err
@@ -114,7 +114,7 @@ func (r *Runtime) start(ctx context.Context, b *box) error {
 // egress, and lets bubblewrap go on. bubblewrap waits (--block-fd) after its
 // setup and before starting the init, so every process that runs sandboxed
 // code is in the cgroup from its first instruction.
-func (r *Runtime) enter(ctx context.Context, b *box, p *launchPipes) error {
+func (r *Runtime) enter(ctx context.Context, b *sandboxState, p *launchPipes) error {
 	if dl, ok := ctx.Deadline(); ok {
 		_ = p.info.SetReadDeadline(dl)
 	}
@@ -223,7 +223,7 @@ func newLaunchPipes(prog, args, spec []byte, direct bool) (*launchPipes, []*os.F
 // its options read from a pipe (so no secret is ever on a command line: the
 // command line is `bwrap --args 6 -- COMMAND`).
 // initFiles are passed on to the init from control.FDControl on.
-func (r *Runtime) launch(b *box, initFiles []*os.File) (*launchPipes, error) {
+func (r *Runtime) launch(b *sandboxState, initFiles []*os.File) (*launchPipes, error) {
 	spec := r.bwrapSpec(b)
 	var initSpecJSON []byte
 	if b.direct == nil {
@@ -272,7 +272,7 @@ func (r *Runtime) launch(b *box, initFiles []*os.File) (*launchPipes, error) {
 }
 
 // bwrapSpec resolves b's options into the bubblewrap spec.
-func (r *Runtime) bwrapSpec(b *box) BwrapSpec {
+func (r *Runtime) bwrapSpec(b *sandboxState) BwrapSpec {
 	spec := BwrapSpec{
 		EtcDir:      r.etcDir,
 		UsrLinks:    r.links,
@@ -295,7 +295,7 @@ func (r *Runtime) bwrapSpec(b *box) BwrapSpec {
 
 // waitReady waits for the init's ready byte; EOF means the sandbox died
 // while starting, and its stderr says why.
-func waitReady(ctx context.Context, ready *os.File, b *box) error {
+func waitReady(ctx context.Context, ready *os.File, b *sandboxState) error {
 	if dl, ok := ctx.Deadline(); ok {
 		_ = ready.SetReadDeadline(dl)
 	}
@@ -311,7 +311,7 @@ func waitReady(ctx context.Context, ready *os.File, b *box) error {
 
 // startError explains a failed start: ctx ended, or bubblewrap or the init
 // died (what they wrote to stderr says why), or err.
-func startError(ctx context.Context, b *box, err error) error {
+func startError(ctx context.Context, b *sandboxState, err error) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("start sandbox: %w", ctx.Err())
 	}

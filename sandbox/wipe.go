@@ -22,7 +22,7 @@ const wipeTimeout = 10 * time.Second
 // uid, no mount, no cgroup and no file of the sandbox is left. The slot is
 // freed only when that is verified; otherwise it stays out of use, the
 // failure is logged at error level, and the janitor keeps retrying.
-func (r *Runtime) wipe(b *box, why string) WipeReport {
+func (r *Runtime) wipe(b *sandboxState, why string) WipeReport {
 	start := time.Now()
 	b.setReason(why)
 	if b.timer != nil {
@@ -31,12 +31,12 @@ func (r *Runtime) wipe(b *box, why string) WipeReport {
 	ctx, cancel := context.WithTimeout(context.Background(), wipeTimeout)
 	defer cancel()
 	problems := removeAll(ctx, b)
-	rep := WipeReport{Leftovers: r.settle(b)}
+	rep := WipeReport{Leftovers: r.leftoversSettled(b)}
 	rep.Verified = len(rep.Leftovers) == 0
 	rep.Duration = time.Since(start)
 	r.mu.Lock()
 	if rep.Verified {
-		b.slot.box = nil
+		b.slot.current = nil
 	} else {
 		b.slot.broken = strings.Join(rep.Leftovers, "; ")
 	}
@@ -58,7 +58,7 @@ func durationMS(d time.Duration) float64 { return float64(d.Microseconds()) / 10
 
 // removeAll kills b's processes and removes every part of it the runtime
 // made, returning what went wrong. Each step is safe to repeat.
-func removeAll(ctx context.Context, b *box) []string {
+func removeAll(ctx context.Context, b *sandboxState) []string {
 	problems := killBox(ctx, b)
 	if b.detach != nil {
 		b.detach()
@@ -83,7 +83,7 @@ func removeAll(ctx context.Context, b *box) []string {
 // so that the bubblewrap monitor (the runtime's child) reaps the sandbox's
 // pid 1 and exits by itself, leaving no orphan for the host's init to reap;
 // then the cgroup is killed whole, for anything left.
-func killBox(ctx context.Context, b *box) []string {
+func killBox(ctx context.Context, b *sandboxState) []string {
 	var problems []string
 	if b.group == nil {
 		return nil
@@ -120,9 +120,9 @@ func killBox(ctx context.Context, b *box) []string {
 	return problems
 }
 
-// settle returns b's leftovers, rechecking for a little while as long as
+// leftoversSettled returns b's leftovers, rechecking for a little while as long as
 // something is left (the kernel may still be reaping killed processes).
-func (r *Runtime) settle(b *box) []string {
+func (r *Runtime) leftoversSettled(b *sandboxState) []string {
 	deadline := time.Now().Add(2 * time.Second)
 	for d := 100 * time.Microsecond; ; d = min(2*d, 50*time.Millisecond) {
 		left := r.leftovers(b)
@@ -135,7 +135,7 @@ func (r *Runtime) settle(b *box) []string {
 
 // leftovers lists what is left of b: processes of its uid or cgroup, its
 // cgroup directories, mounts under its host directory, the directory.
-func (r *Runtime) leftovers(b *box) []string {
+func (r *Runtime) leftovers(b *sandboxState) []string {
 	var out []string
 	pids, err := uidProcesses(b.slot.uid)
 	if err != nil {

@@ -3,6 +3,7 @@ package worker
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
@@ -151,11 +152,20 @@ func TestCheckInLoopLogs(t *testing.T) {
 		{"UnprovedSentAnyway", 422, func(now time.Time) agentsandbox.WorkerCheckIn {
 			return BuildReport(self, failing(agentsandbox.CheckWipe), Slots{Capacity: 2, Active: 0}, now)
 		},
-			[]string{"breaks the contract; sending it", "must have required property 'workspace'"}},
+			[]string{"refused by the contract: not registered"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			run := runLoop(t, []int{tc.status}, 2, 0.5, tc.report)
+			if tc.name == "UnprovedSentAnyway" {
+				var sent map[string]any
+				if err := json.Unmarshal(run.live.bodies[0], &sent); err != nil {
+					t.Fatal(err)
+				}
+				if _, claimed := sent["isolation"].(map[string]any)["workspace"]; claimed {
+					t.Errorf("the unproved workspace fact was sent: %s", run.live.bodies[0])
+				}
+			}
 			for _, w := range tc.want {
 				if !strings.Contains(run.logs, w) {
 					t.Errorf("logs lack %q: %s", w, run.logs)

@@ -186,8 +186,8 @@ func judgeLimits(o *observation) string {
 				spawned = n
 			}
 		}
-		if spawned >= probeForks || spawned >= ProbeLimits.Pids {
-			problems = append(problems, fmt.Sprintf("the sandbox started %d processes under a pids limit of %d", spawned, ProbeLimits.Pids))
+		if spawned >= probeForks || spawned >= probeLimits().Pids {
+			problems = append(problems, fmt.Sprintf("the sandbox started %d processes under a pids limit of %d", spawned, probeLimits().Pids))
 		}
 	}
 	if len(o.lines["cgroup"]) == 0 {

@@ -71,7 +71,7 @@ func observe(ctx context.Context, d Deps) *observation {
 	}
 	defer cleanup()
 
-	info, err := d.Sandboxes.Create(ctx, sandbox.Options{TimeBox: agentsandbox.DefaultTimeBox, Limits: ProbeLimits, Egress: d.Egress, SelfTest: true})
+	info, err := d.Sandboxes.Create(ctx, sandbox.Options{TimeBox: agentsandbox.DefaultTimeBox, Limits: probeLimits(), Egress: d.Egress, SelfTest: true})
 	if err != nil {
 		obs.setup = fmt.Sprintf("cannot create the probe sandbox: %v", err)
 		return obs
@@ -82,7 +82,7 @@ func observe(ctx context.Context, d Deps) *observation {
 	if viewErr != nil {
 		obs.limits = append(obs.limits, fmt.Sprintf("cannot find the sandbox on the host: %v", viewErr))
 	} else {
-		obs.limits = append(obs.limits, checkCgroups(view.Cgroups, ProbeLimits)...)
+		obs.limits = append(obs.limits, checkCgroups(view.Cgroups, probeLimits())...)
 		members, problems := checkMembers(d.ProcRoot, view)
 		obs.limits = append(obs.limits, problems...)
 		pids = append(pids, members...)

@@ -51,7 +51,7 @@ type Slots struct {
 func BuildReport(self Self, last *Result, slots Slots, now time.Time) agentsandbox.WorkerCheckIn {
 	r := agentsandbox.WorkerCheckIn{
 		WorkerID: truncate(self.WorkerID, 64), Service: Service, Version: truncate(self.Version, 64),
-		Capacity: &slots.Capacity, Active: &slots.Active, Browser: ptr(self.Browser), At: ptr(now),
+		Capacity: &slots.Capacity, Active: &slots.Active, Browser: new(self.Browser), At: new(now),
 	}
 	var reasons []string
 	reasons = append(reasons, slots.Broken...)
@@ -62,17 +62,17 @@ func BuildReport(self Self, last *Result, slots Slots, now time.Time) agentsandb
 	case self.SelfTestMaxAge > 0 && now.Sub(last.CheckedAt) > self.SelfTestMaxAge:
 		reasons = append(reasons, fmt.Sprintf("the last self-test ran %s ago, longer than the %s its proof holds for; no fact is claimed until one runs again",
 			now.Sub(last.CheckedAt).Round(time.Second), self.SelfTestMaxAge))
-		r.CheckedAt = ptr(last.CheckedAt)
+		r.CheckedAt = new(last.CheckedAt)
 	default:
 		ok = maps.Clone(last.Checks)
 		r.Checks = last.Checks
-		r.CheckedAt = ptr(last.CheckedAt)
+		r.CheckedAt = new(last.CheckedAt)
 		reasons = append(reasons, last.Reasons...)
 	}
 	if len(slots.Broken) > 0 {
 		delete(ok, agentsandbox.CheckWipe) // a wipe that failed is not proved ephemeral
 	}
-	r.Ready = ptr(len(reasons) == 0 && last != nil && last.Passed)
+	r.Ready = new(len(reasons) == 0 && last != nil && last.Passed)
 	r.Reasons = []string{}
 	for _, s := range reasons {
 		if len(r.Reasons) == 10 {
@@ -105,18 +105,18 @@ func isolation(self Self, ok map[string]bool, userNS bool) agentsandbox.Isolatio
 		iso.Extra["network_namespace"] = true
 	}
 	if all(agentsandbox.CheckNetworkNamespace, agentsandbox.CheckNoDirectEgress) {
-		iso.HostNetwork = ptr(false)
+		iso.HostNetwork = new(false)
 	}
 	if all(agentsandbox.CheckCleanEnv, agentsandbox.CheckNoHostFiles) {
-		iso.Credentials = ptr(false)
+		iso.Credentials = new(false)
 		iso.Extra["host_credentials"] = "none"
 	}
 	if all(agentsandbox.CheckNoHostFiles) {
-		iso.Profile = ptr(false)
+		iso.Profile = new(false)
 		iso.Extra["host_files"] = "none"
 	}
 	if all(agentsandbox.CheckEgressRefusesPrivate, agentsandbox.CheckNoDirectEgress) {
-		iso.EgressProxy = ptr(true)
+		iso.EgressProxy = new(true)
 		iso.Extra["egress"] = map[string]any{"via": "proxy", "public_only": true, "ports": agentsandbox.EgressPorts(), "direct": "none"}
 	}
 	if all(agentsandbox.CheckNoCapabilities) {
@@ -126,7 +126,7 @@ func isolation(self Self, ok map[string]bool, userNS bool) agentsandbox.Isolatio
 		iso.Extra["seccomp"] = true
 	}
 	if all(agentsandbox.CheckWipe) {
-		iso.Workspace = ptr("ephemeral")
+		iso.Workspace = new("ephemeral")
 		iso.Extra["workspace_kind"] = "tmpfs, wiped with the sandbox"
 	}
 	l := self.Limits.WithDefaults()
@@ -138,7 +138,6 @@ func isolation(self Self, ok map[string]bool, userNS bool) agentsandbox.Isolatio
 	return iso
 }
 
-func ptr[T any](v T) *T { return &v }
 
 // truncate cuts s to at most n characters (code points).
 func truncate(s string, n int) string {

@@ -21,9 +21,11 @@ import (
 	"openvibe.network/agentsandbox/sandbox"
 )
 
-// ProbeLimits are the small limits of the self-test's sandbox. The probe
+// probeLimits are the small limits of the self-test's sandbox. The probe
 // starts more processes than ProbeLimits.Pids to prove the limit holds.
-var ProbeLimits = agentsandbox.Limits{MemoryMB: 256, DiskMB: 16, Pids: 32, CPUPercent: 50}
+func probeLimits() agentsandbox.Limits {
+	return agentsandbox.Limits{MemoryMB: 256, DiskMB: 16, Pids: 32, CPUPercent: 50}
+}
 
 // probeForks is how many processes the probe tries to start.
 const probeForks = 64
@@ -109,14 +111,16 @@ type Deps struct {
 	Now func() time.Time
 }
 
-// PrivateTargets are the destinations the guard must refuse, asked without
+// privateTargets are the destinations the guard must refuse, asked without
 // connecting (ports 80 and 443 so only the address decides).
-var PrivateTargets = []string{
-	"10.0.0.1:443", "172.16.0.1:443", "192.168.1.1:443", "169.254.169.254:80", "100.64.0.1:443",
-	"[fd00::1]:443", "[::1]:443", "127.0.0.1:80",
+func privateTargets() []string {
+	return []string{
+		"10.0.0.1:443", "172.16.0.1:443", "192.168.1.1:443", "169.254.169.254:80", "100.64.0.1:443",
+		"[fd00::1]:443", "[::1]:443", "127.0.0.1:80",
+	}
 }
 
-// SelfTest runs the nine checks in one short-lived sandbox with ProbeLimits,
+// SelfTest runs the nine checks in one short-lived sandbox with probeLimits,
 // in the runtime's slot kept for the self-test (so a worker whose every slot
 // is busy still proves its facts): one exec of the probe script, host-side
 // looks at the sandbox's cgroup, processes, mounts and limits, the guard's
@@ -175,21 +179,21 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// PortTargets are public addresses on ports other than 80 and 443: the
+// portTargets are public addresses on ports other than 80 and 443: the
 // guard must refuse each for its port (the report's egress.ports), asked
 // without dialing.
-var PortTargets = []string{"1.1.1.1:22", "1.1.1.1:8080", "[2606:4700::1111]:25"}
+func portTargets() []string { return []string{"1.1.1.1:22", "1.1.1.1:8080", "[2606:4700::1111]:25"} }
 
 // guardVerdicts asks g about every private and port target and returns a
 // problem for each one it does not refuse for the right reason.
 func guardVerdicts(ctx context.Context, g Guard) []string {
 	var problems []string
-	for _, t := range PortTargets {
+	for _, t := range portTargets() {
 		if v := g.Check(ctx, t); v.Allowed || v.Reason != egress.ReasonPort {
 			problems = append(problems, fmt.Sprintf("the egress guard does not refuse %s for its port (verdict %q)", t, v.Reason))
 		}
 	}
-	for _, t := range PrivateTargets {
+	for _, t := range privateTargets() {
 		v := g.Check(ctx, t)
 		switch {
 		case v.Allowed:

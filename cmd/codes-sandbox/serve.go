@@ -19,7 +19,7 @@ import (
 	"openvibe.network/agentsandbox/internal/cli"
 	"openvibe.network/agentsandbox/sandbox"
 	"openvibe.network/agentsandbox/worker"
-	workerapi "openvibe.network/agentsandbox/worker/api"
+	"openvibe.network/agentsandbox/worker/httpapi"
 )
 
 // defaultListen is the API's address unless --listen or the config says.
@@ -160,10 +160,10 @@ func apiToken(file string) (string, error) {
 // startAPI serves the worker API for Codes on ln and writes its address to
 // addrFile (when set); served gets the server's end.
 func startAPI(st *stack, token string, ln net.Listener, addrFile string, log *slog.Logger) (*http.Server, <-chan error, error) {
-	api, err := workerapi.New(workerapi.Config{
+	api, err := httpapi.New(httpapi.Config{
 		Runtime: st.rt, Token: token, Egress: st.proxy != nil, Logger: log.With("component", "api"),
-		Status:      func() workerapi.Status { return status(st) },
-		RunSelfTest: func(ctx context.Context) (workerapi.SelfTestSummary, error) { return summary(st.tester.Run(ctx)), nil },
+		Status:      func() httpapi.Status { return status(st) },
+		RunSelfTest: func(ctx context.Context) (httpapi.SelfTestSummary, error) { return summary(st.tester.Run(ctx)), nil },
 	})
 	if err != nil {
 		ln.Close()
@@ -191,8 +191,8 @@ func levelOf(ok bool) slog.Level {
 	return slog.LevelWarn
 }
 
-func status(st *stack) workerapi.Status {
-	s := workerapi.Status{Capacity: st.rt.Capacity(), Active: st.rt.Active(), SlotsOutOfUse: st.rt.Broken()}
+func status(st *stack) httpapi.Status {
+	s := httpapi.Status{Capacity: st.rt.Capacity(), Active: st.rt.Active(), SlotsOutOfUse: st.rt.Broken()}
 	if last := st.tester.Last(); last != nil {
 		sum := summary(*last)
 		s.SelfTest = &sum
@@ -200,8 +200,8 @@ func status(st *stack) workerapi.Status {
 	return s
 }
 
-func summary(r worker.Result) workerapi.SelfTestSummary {
-	return workerapi.SelfTestSummary{Passed: r.Passed, Checks: r.Checks, NotRun: r.NotRun, Reasons: r.Reasons, CheckedAt: r.CheckedAt}
+func summary(r worker.Result) httpapi.SelfTestSummary {
+	return httpapi.SelfTestSummary{Passed: r.Passed, Checks: r.Checks, NotRun: r.NotRun, Reasons: r.Reasons, CheckedAt: r.CheckedAt}
 }
 
 // writeAtomic writes data to path through a temporary file and a rename.

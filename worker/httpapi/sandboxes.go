@@ -1,4 +1,4 @@
-package workerapi
+package httpapi
 
 import (
 	"context"
@@ -160,7 +160,7 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) error {
 		return &Error{Status: http.StatusInternalServerError, Code: "wipe_unverified", Leftovers: rep.Leftovers,
 			Message: fmt.Sprintf("the sandbox was deleted but its wipe could not be verified (%d leftovers); the worker should not be trusted until its self-test passes", len(rep.Leftovers))}
 	}
-	addLog(r.Context(), slog.Duration("wipe", rep.Duration))
+	addLog(r.Context(), slog.Float64("wipe_ms", float64(rep.Duration.Microseconds())/1000))
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }

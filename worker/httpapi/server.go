@@ -1,4 +1,4 @@
-// Package workerapi is the HTTP API a sandbox worker offers OpenVibe.Codes:
+// Package httpapi is the HTTP API a sandbox worker offers OpenVibe.Codes:
 // create a sandbox with a time box, run commands in it with their output
 // streamed as NDJSON events as it arrives, put and get workspace files,
 // delete (a verified wipe), list, status and an on-demand self-test.
@@ -8,7 +8,7 @@
 // never blocks a sandbox on a slow client: see the exec handler for how its
 // output is buffered, dropped and, for a client that stops reading, ended.
 // docs/openapi.yaml describes the API; the client package is its Go client.
-package workerapi
+package httpapi
 
 import (
 	"context"
@@ -238,7 +238,7 @@ func (s *Server) endpoint(h func(*Server, http.ResponseWriter, *http.Request) er
 		}
 		apiErr := toError(err)
 		if apiErr.Status >= 500 { // the details stay in the log
-			addLog(r.Context(), slog.String("error", err.Error()))
+			addLog(r.Context(), slog.String("err", err.Error()))
 		}
 		if lw != nil && lw.wrote {
 			panic(http.ErrAbortHandler)

@@ -1,4 +1,4 @@
-package workerapi
+package httpapi
 
 import (
 	"context"
@@ -78,7 +78,7 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 				slog.String("route", r.Pattern),
 				slog.Int("status", status),
 				slog.String("sandbox_id", r.PathValue("id")),
-				slog.Duration("duration", time.Since(start)),
+				slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
 			}
 			la.mu.Lock()
 			attrs = append(attrs, la.attrs...)

@@ -1,4 +1,4 @@
-package workerapi
+package httpapi
 
 import (
 	"bufio"
@@ -14,7 +14,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
-	"openvibe.network/agentsandbox/worker/api/apitest"
+	"openvibe.network/agentsandbox/worker/httpapi/apitest"
 )
 
 // openAPIPath is the API's document (JSON, which is YAML too).

@@ -1,4 +1,4 @@
-package workerapi
+package httpapi
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"openvibe.network/agentsandbox/sandbox"
-	"openvibe.network/agentsandbox/worker/api/apitest"
+	"openvibe.network/agentsandbox/worker/httpapi/apitest"
 )
 
 // routeCase is one request and what must come back.

@@ -1,4 +1,4 @@
-package workerapi
+package httpapi
 
 import (
 	"encoding/base64"

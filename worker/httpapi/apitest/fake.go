@@ -21,7 +21,7 @@ import (
 // ExecFunc runs a command in the fake.
 type ExecFunc func(ctx context.Context, id string, req agentsandbox.ExecRequest, stdout, stderr io.Writer) (agentsandbox.ExecResult, error)
 
-// Fake is an in-memory runtime with the methods of workerapi.Runtime. Its
+// Fake is an in-memory runtime with the methods of httpapi.Runtime. Its
 // errors are the sandbox package's sentinels, as the real runtime's are.
 type Fake struct {
 	// ExecFunc runs commands; nil copies stdin to stdout and exits 0. Set it

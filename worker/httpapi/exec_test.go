@@ -1,4 +1,4 @@
-package workerapi
+package httpapi
 
 import (
 	"bufio"
@@ -16,7 +16,7 @@ import (
 
 	"openvibe.network/agentsandbox"
 	"openvibe.network/agentsandbox/sandbox"
-	"openvibe.network/agentsandbox/worker/api/apitest"
+	"openvibe.network/agentsandbox/worker/httpapi/apitest"
 )
 
 // waitLong bounds waits that only a broken implementation would exhaust.

@@ -1,11 +1,11 @@
-package workerapi
+package httpapi
 
 import (
 	"encoding/json"
 	"strings"
 	"testing"
 
-	"openvibe.network/agentsandbox/worker/api/apitest"
+	"openvibe.network/agentsandbox/worker/httpapi/apitest"
 )
 
 // TestLogOneLinePerRequest: each request logs exactly one line with its
@@ -41,7 +41,7 @@ func TestLogOneLinePerRequest(t *testing.T) {
 		if err := json.Unmarshal([]byte(l), &m); err != nil {
 			t.Fatalf("log line %q: %v", l, err)
 		}
-		if _, ok := m["duration"]; !ok || m["msg"] != "worker api request" {
+		if _, ok := m["duration_ms"]; !ok || m["msg"] != "worker api request" {
 			t.Fatalf("log line %q lacks a duration or its message", l)
 		}
 		got[m["method"].(string)] = m

@@ -1,4 +1,4 @@
-package workerapi
+package httpapi
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"openvibe.network/agentsandbox"
 	"openvibe.network/agentsandbox/internal/syncbuf"
 	"openvibe.network/agentsandbox/sandbox"
-	"openvibe.network/agentsandbox/worker/api/apitest"
+	"openvibe.network/agentsandbox/worker/httpapi/apitest"
 )
 
 const testToken = "tok-S3CRET-value"

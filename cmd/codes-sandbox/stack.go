@@ -1,0 +1,173 @@
+package main
+
+import (
+	"cmp"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+
+	"openvibe.network/agentsandbox/egress"
+	"openvibe.network/agentsandbox/sandbox"
+	"openvibe.network/agentsandbox/worker"
+)
+
+// stackFlags are the flags of the sandbox stack shared by selftest, checkin
+// and serve.
+type stackFlags struct {
+	stateDir     string
+	noEgress     bool
+	maxOpenFiles int
+	maxPtys      int
+}
+
+func (s *stackFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&s.stateDir, "state-dir", "", "directory for the runtime's files (default "+sandbox.DefaultStateDir+")")
+	fs.BoolVar(&s.noEgress, "no-egress", false,
+		"run without the egress proxy: sandboxes get no way out, egress_refuses_private cannot be proved and Live will refuse the report")
+	fs.IntVar(&s.maxOpenFiles, "max-open-files", sandbox.DefaultMaxOpenFiles, "descriptor limit of every sandbox process (64..1048576)")
+	fs.IntVar(&s.maxPtys, "max-ptys", sandbox.DefaultMaxPtys, "pseudo-terminals one sandbox may hold (1..1024)")
+}
+
+// stackConfig is what newStack needs.
+type stackConfig struct {
+	capacity     int
+	stateDir     string
+	egress       bool
+	maxOpenFiles int
+	maxPtys      int
+	// secrets are values of the worker's (tokens) the self-test must never
+	// find inside a sandbox, beside the canary of its environment.
+	secrets []string
+}
+
+func (s *stackFlags) config(fc fileConfig, capacity int) stackConfig {
+	return stackConfig{capacity: capacity, stateDir: cmp.Or(s.stateDir, fc.StateDir), egress: !s.noEgress,
+		maxOpenFiles: s.maxOpenFiles, maxPtys: s.maxPtys}
+}
+
+// stack is the runtime, the egress proxy and the self-test of one worker.
+type stack struct {
+	rt     *sandbox.Runtime
+	proxy  *egress.Proxy
+	guard  *egress.Guard
+	tester *worker.SelfTester
+	bwrap  string
+	log    *slog.Logger
+}
+
+// Descriptors the worker keeps per sandbox slot (the self-test's included):
+// the proxy's limit on one sandbox's connections, each with an upstream,
+// plus the sandbox's listener, control socket and pipes; and for itself
+// (API clients, Live, logs).
+const (
+	descriptorsPerSlot  = 2*egress.DefaultMaxConns + 16
+	descriptorsReserved = 1024
+)
+
+// checkDescriptorBudget fails when this process may not open enough files
+// for capacity sandboxes at their worst plus its own reserve: then one
+// sandbox's flood could starve the API or another sandbox.
+func checkDescriptorBudget(capacity int) error {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return fmt.Errorf("read the descriptor limit: %w", err)
+	}
+	need := uint64((capacity+1)*descriptorsPerSlot + descriptorsReserved)
+	if lim.Max < need {
+		return fmt.Errorf("this process may open %d files, and %d sandbox slots need %d at worst: raise the limit (LimitNOFILE= in the unit, ulimit -n) or lower --capacity",
+			lim.Max, capacity, need)
+	}
+	return nil
+}
+
+// newStack starts the egress proxy (unless disabled) and the runtime.
+func newStack(cfg stackConfig, log *slog.Logger) (*stack, error) {
+	if err := checkDescriptorBudget(cfg.capacity); err != nil {
+		return nil, err
+	}
+	st := &stack{log: log, guard: egress.NewGuard(egress.GuardConfig{Resolver: net.DefaultResolver})}
+	var attacher sandbox.EgressAttacher
+	if cfg.egress {
+		p, err := egress.NewProxy(egress.ProxyConfig{Guard: st.guard, Logger: log.With("component", "egress")})
+		if err != nil {
+			return nil, fmt.Errorf("start egress proxy: %w", err)
+		}
+		st.proxy, attacher = p, p
+	}
+	stateDir := cmp.Or(cfg.stateDir, sandbox.DefaultStateDir)
+	rt, err := sandbox.NewRuntime(sandbox.Config{
+		Capacity: cfg.capacity, StateDir: stateDir, Egress: attacher, Logger: log.With("component", "sandbox"),
+		InitBinary: initBinary(log.With("component", "sandbox")), MaxOpenFiles: cfg.maxOpenFiles, MaxPtys: cfg.maxPtys,
+	})
+	if err != nil {
+		st.close()
+		return nil, err
+	}
+	st.rt = rt
+	st.bwrap = bwrapVersion()
+	canaries := []string{stateDir}
+	if home, err := os.UserHomeDir(); err == nil && writable(home) {
+		canaries = append(canaries, home)
+	}
+	st.tester = worker.NewSelfTester(worker.Deps{
+		Sandboxes: rt, Guard: st.guard, Inspect: worker.GlobInspector(stateDir, rt.CgroupParents()),
+		CanaryDirs: canaries, Egress: cfg.egress, Logger: log.With("component", "selftest"),
+		Secrets: append([]string{os.Getenv(canaryEnv)}, cfg.secrets...), MaxOpenFiles: cfg.maxOpenFiles,
+	})
+	return st, nil
+}
+
+// writable reports whether the self-test can put a canary in dir (a home
+// hidden by systemd's ProtectHome= is not).
+func writable(dir string) bool {
+	d, err := os.MkdirTemp(dir, ".codes-sandbox-probe-")
+	if err != nil {
+		return false
+	}
+	return os.Remove(d) == nil
+}
+
+// close wipes every sandbox and stops the proxy; it logs what it could not do.
+func (st *stack) close() {
+	if st.rt != nil {
+		if err := st.rt.Close(); err != nil {
+			st.log.Error("close runtime", "err", err)
+		}
+	}
+	if st.proxy != nil {
+		if err := st.proxy.Close(); err != nil {
+			st.log.Error("close egress proxy", "err", err)
+		}
+	}
+}
+
+// slots is the runtime's state for the report.
+func (st *stack) slots() worker.Slots {
+	return worker.Slots{Capacity: st.rt.Capacity(), Active: st.rt.Active(), Broken: st.rt.Broken()}
+}
+
+// self is what the worker says of itself in its reports.
+func (st *stack) self(workerID string) worker.Self {
+	return worker.Self{WorkerID: workerID, Version: version, Bubblewrap: st.bwrap}
+}
+
+// bwrapVersion returns the version `bwrap --version` prints, "" if unknown.
+func bwrapVersion() string {
+	out, err := exec.Command("bwrap", "--version").Output()
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(out))
+	if len(f) == 0 {
+		return ""
+	}
+	return f[len(f)-1]
+}
+
+func newLogger(w io.Writer) *slog.Logger { return slog.New(slog.NewJSONHandler(w, nil)) }
