@@ -172,11 +172,11 @@ func TestStoppedWorkerGoesStale(t *testing.T) {
 		t.Errorf("worker exit after SIGTERM: %v", err)
 	}
 	last := *view(t, live, w).ReceivedAt
-	offset.Store(int64(last.Add(59 * time.Second).Sub(time.Now())))
+	offset.Store(int64(time.Until(last.Add(59 * time.Second))))
 	if s := view(t, live, w).State; s != "alive" {
 		t.Errorf("59 s after the last check-in: state %q, want alive", s)
 	}
-	offset.Store(int64(last.Add(61 * time.Second).Sub(time.Now())))
+	offset.Store(int64(time.Until(last.Add(61 * time.Second))))
 	if s := view(t, live, w).State; s != "stale" {
 		t.Errorf("61 s after the last check-in of a stopped worker: state %q, want stale", s)
 	}

@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"os"
 	"strings"
 	"time"
 
@@ -228,9 +227,6 @@ func (m *meter) Write(b []byte) (int, error) {
 	m.written += int64(n)
 	return n, err
 }
-
-// isTimeout reports a deadline error.
-func isTimeout(err error) bool { return errors.Is(err, os.ErrDeadlineExceeded) }
 
 // clip bounds a client-supplied string before it is logged.
 func clip(s string) string {

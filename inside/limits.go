@@ -1,7 +1,6 @@
 package inside
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -45,7 +44,7 @@ func capSelf(maxFiles int) error {
 // an exit code only when it cannot (127: not found, 126: not executable).
 func runCappedExec(args []string) int {
 	if len(args) < 3 || args[1] != "--" {
-		return initFail("exec", errors.New("usage: "+control.ExecMarker+" MAX_FILES -- COMMAND..."))
+		return initFail("exec", fmt.Errorf("usage: %s MAX_FILES -- COMMAND", control.ExecMarker))
 	}
 	n, err := strconv.Atoi(args[0])
 	if err != nil {

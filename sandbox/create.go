@@ -21,8 +21,6 @@ const (
 	// minPids is the smallest pids limit: bubblewrap and the init use about 8
 	// tasks (the init's threads count).
 	minPids = 16
-	// tmpBytes is the size of each sandbox's /tmp.
-	tmpBytes = 64 << 20
 	// startTimeout bounds a sandbox's start when ctx has no deadline.
 	startTimeout = 30 * time.Second
 )
