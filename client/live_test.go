@@ -112,8 +112,8 @@ func TestCheckInAnswers(t *testing.T) {
 			if a.Status != tc.status || a.OK() != tc.ok || a.Summary() != tc.summary {
 				t.Errorf("answer = %d ok=%v %q, want %d ok=%v %q", a.Status, a.OK(), a.Summary(), tc.status, tc.ok, tc.summary)
 			}
-			if json.Valid([]byte(tc.body)) != (a.Body != nil) {
-				t.Errorf("Body = %s", a.Body)
+			if json.Valid([]byte(tc.body)) && string(a.Body) != tc.body || !json.Valid([]byte(tc.body)) && a.Body != nil {
+				t.Errorf("Body = %s, want Live's answer as sent: %s", a.Body, tc.body)
 			}
 		})
 	}

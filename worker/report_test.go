@@ -132,6 +132,9 @@ func TestBuildReportBeforeSelfTest(t *testing.T) {
 	if len(res.Errors) != 5 {
 		t.Errorf("errors = %v, want the five facts missing", res.Errors)
 	}
+	if reasons, _ := m["reasons"].([]any); len(reasons) != 1 || reasons[0] != "no self-test has run yet" {
+		t.Errorf("reasons = %v, want the owner told no self-test has run yet", m["reasons"])
+	}
 }
 
 func TestBuildReportCapsReasons(t *testing.T) {
