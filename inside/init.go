@@ -37,7 +37,8 @@ type initServer struct {
 // its memory or borrow its descriptors through /proc, even on a host
 // without Yama), takes the signals a sandbox process could send it, reads
 // its spec, caps its limits (which every process of the sandbox inherits),
-// starts the egress bridge when the sandbox has egress
+// waits until the runtime has moved the sandbox into its cgroup, starts the
+// egress bridge when the sandbox has egress
 // (hooks.Bridge), signals readiness to the runtime and then serves exec and
 // file requests on the control socket the runtime made (control.FDControl) until the
 // sandbox is killed. It returns an exit code only when it cannot start.
@@ -55,6 +56,9 @@ func Run(hooks Hooks) int {
 	}
 	if err := capSelf(spec.MaxOpenFiles); err != nil {
 		return initFail("cap limits", err)
+	}
+	if err := awaitGo(); err != nil {
+		return initFail("wait for the runtime", err)
 	}
 	env := map[string]string{}
 	for _, kv := range os.Environ() {

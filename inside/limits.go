@@ -2,6 +2,7 @@ package inside
 
 import (
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"strconv"
@@ -39,8 +40,9 @@ func capSelf(maxFiles int) error {
 }
 
 // runCappedExec is the init of a one-command sandbox: args are the
-// descriptor limit, "--" and the command. It caps the limits and replaces
-// itself with the command (found in PATH like the shell would); it returns
+// descriptor limit, "--" and the command. It caps the limits, waits until
+// the runtime has moved the sandbox into its cgroup, and replaces itself with
+// the command (found in PATH like the shell would); it returns
 // an exit code only when it cannot (127: not found, 126: not executable).
 func runCappedExec(args []string) int {
 	if len(args) < 3 || args[1] != "--" {
@@ -53,6 +55,9 @@ func runCappedExec(args []string) int {
 	if err := capSelf(n); err != nil {
 		return initFail("cap limits", err)
 	}
+	if err := awaitGo(); err != nil {
+		return initFail("wait for the runtime", err)
+	}
 	// Nothing but the standard streams reaches the command: not what
 	// bubblewrap left open, not this program's own.
 	_ = unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC)
@@ -64,4 +69,17 @@ func runCappedExec(args []string) int {
 	}
 	fmt.Fprintf(os.Stderr, "sandbox: %v\n", err)
 	return exitCodeOf(err)
+}
+
+// awaitGo waits for the runtime's byte on control.FDGo, which it writes
+// once the sandbox is in its cgroup. Errors: the runtime closed the pipe
+// without it (the start failed).
+func awaitGo() error {
+	f := os.NewFile(control.FDGo, "go")
+	defer f.Close()
+	var b [1]byte
+	if _, err := io.ReadFull(f, b[:]); err != nil {
+		return fmt.Errorf("read go: %w", err)
+	}
+	return nil
 }

@@ -46,10 +46,8 @@ type BwrapSpec struct {
 	Env map[string]string
 	// SeccompFD is the fd bwrap reads the BPF program from.
 	SeccompFD int
-	// InfoFD and BlockFD, when positive, make bwrap report the sandbox's
-	// host pid and wait before starting the init.
-	InfoFD  int
-	BlockFD int
+	// InfoFD, when positive, makes bwrap report the sandbox's host pid.
+	InfoFD int
 }
 
 // Argv returns the bubblewrap options and command (without the program
@@ -100,9 +98,6 @@ func Argv(spec BwrapSpec) (options, command []string) {
 	)
 	if spec.InfoFD > 0 {
 		a = append(a, "--info-fd", strconv.Itoa(spec.InfoFD))
-	}
-	if spec.BlockFD > 0 {
-		a = append(a, "--block-fd", strconv.Itoa(spec.BlockFD))
 	}
 	return a, append([]string{control.InitPath}, spec.InitArgs...)
 }

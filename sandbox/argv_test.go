@@ -62,8 +62,8 @@ func TestArgv(t *testing.T) {
 		wantCommand []string
 	}{
 		{"Init", nil, base, []string{"/.init", control.InitMarker}},
-		{"Handshake", func(s *BwrapSpec) { s.InfoFD, s.BlockFD = 4, 5 },
-			append(slices.Clone(base), "--info-fd", "4", "--block-fd", "5"), []string{"/.init", control.InitMarker}},
+		{"Handshake", func(s *BwrapSpec) { s.InfoFD = 4 },
+			append(slices.Clone(base), "--info-fd", "4"), []string{"/.init", control.InitMarker}},
 		{"OneCommand", func(s *BwrapSpec) { s.InitArgs = []string{control.ExecMarker, "4096", "--", "sh", "-c", "--setenv"} },
 			base, []string{"/.init", control.ExecMarker, "4096", "--", "sh", "-c", "--setenv"}},
 		{"EnvValueLooksLikeAnOption", func(s *BwrapSpec) { s.Env = map[string]string{"X": "--bind"} },

@@ -157,7 +157,8 @@ func (r *Runtime) Create(ctx context.Context, opts Options) (Info, error) {
 }
 
 // claim takes a free slot for a new sandbox: the self-test's own slot for
-// a sandbox with opts.SelfTest, else one of the others.
+// a sandbox with opts.SelfTest (when the runtime keeps one), else one of the
+// others.
 func (r *Runtime) claim(opts Options) (*sandboxState, error) {
 	id := randomID()
 	r.mu.Lock()
@@ -166,7 +167,7 @@ func (r *Runtime) claim(opts Options) (*sandboxState, error) {
 		return nil, errors.New("create sandbox: runtime is closed")
 	}
 	for _, s := range r.slots {
-		if s.current != nil || s.broken != "" || s.selfTest != opts.SelfTest {
+		if s.current != nil || s.broken != "" || s.selfTest != (opts.SelfTest && r.cfg.SelfTestSlot) {
 			continue
 		}
 		now := r.cfg.Now()

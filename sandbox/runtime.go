@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
 
 	"openvibe.network/agentsandbox/sandbox/cgroup"
@@ -61,6 +63,11 @@ type Config struct {
 	// MaxPtys is how many pseudo-terminals one sandbox may hold at once, in
 	// its own devpts instance (default DefaultMaxPtys).
 	MaxPtys int
+	// SelfTestSlot reserves one more slot (and host uid) for sandboxes
+	// created with Options.SelfTest, which no other sandbox uses: a worker
+	// whose every slot is busy can still prove its facts. Without it such
+	// sandboxes take an ordinary slot.
+	SelfTestSlot bool
 	// Logger receives one line per sandbox run and wipe problems (default:
 	// discard).
 	Logger *slog.Logger
@@ -317,11 +324,9 @@ func (r *Runtime) Close() error {
 	if len(errs) == 0 {
 		// What is left of a wipe that failed stays for the next runtime,
 		// which finds this one dead (its lock free) and removes it.
-		ctx, cancel := context.WithTimeout(context.Background(), wipeTimeout)
-		if err := r.base.RemoveTree(ctx, r.name); err != nil {
+		if err := r.removeOwnCgroups(); err != nil {
 			errs = append(errs, fmt.Errorf("close: %w", err))
 		}
-		cancel()
 		if err := removeOwnTree(r.dir); err != nil {
 			errs = append(errs, fmt.Errorf("close: %w", err))
 		}
@@ -330,6 +335,20 @@ func (r *Runtime) Close() error {
 		r.dirLock.Close()
 	}
 	return errors.Join(errs...)
+}
+
+// removeOwnCgroups removes the runtime's cgroup directory, which is empty
+// once every sandbox is wiped: one rmdir per hierarchy, and the whole
+// RemoveTree only when one is not.
+func (r *Runtime) removeOwnCgroups() error {
+	for _, d := range r.cg.ParentDirs() {
+		if err := syscall.Rmdir(d); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			ctx, cancel := context.WithTimeout(context.Background(), wipeTimeout)
+			defer cancel()
+			return r.base.RemoveTree(ctx, r.name)
+		}
+	}
+	return nil
 }
 
 // boxPath is the host path of a sandbox's directory (see boxdir.go).

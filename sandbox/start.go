@@ -22,13 +22,12 @@ import (
 	"openvibe.network/agentsandbox/sandbox/control"
 )
 
-// File descriptors of bubblewrap (ExtraFiles from 3 on); those it passes on
-// to the init follow (control.FDReady and on). A sandbox that runs one
-// command directly has only bubblewrap's.
+// File descriptors of bubblewrap (ExtraFiles from 3 on), with the init's
+// control.FDGo among them; the init's others follow (control.FDReady and
+// on). A sandbox that runs one command directly has only these.
 const (
 	fdSeccomp = 3 // the BPF program
 	fdInfo    = 4 // bubblewrap writes the sandbox's host pid here
-	fdBlock   = 5 // bubblewrap waits for a byte here before the init runs
 	fdArgs    = 6 // bubblewrap's own arguments (--args), NUL-separated
 )
 
@@ -111,9 +110,11 @@ func (r *Runtime) start(ctx context.Context, b *sandboxState) error {
 
 // enter reads the sandbox's pid from bubblewrap's info, moves bubblewrap and
 // the sandbox into the cgroup, opens the low ports when the sandbox has
-// egress, and lets bubblewrap go on. bubblewrap waits (--block-fd) after its
-// setup and before starting the init, so every process that runs sandboxed
-// code is in the cgroup from its first instruction.
+// egress, and tells the init to go on. The init (or the capped-exec shim of
+// a one-command sandbox) waits for that before it runs anything of the
+// sandbox's, so every process that runs sandboxed code is in the cgroup from
+// its first instruction; bubblewrap's setup and the init's own start
+// overlap the move (which, on cgroup v1, waits for an RCU grace period).
 func (r *Runtime) enter(ctx context.Context, b *sandboxState, p *launchPipes) error {
 	if dl, ok := ctx.Deadline(); ok {
 		_ = p.info.SetReadDeadline(dl)
@@ -140,21 +141,21 @@ func (r *Runtime) enter(ctx context.Context, b *sandboxState, p *launchPipes) er
 			return err
 		}
 	}
-	if _, err := p.block.Write([]byte{1}); err != nil {
-		return fmt.Errorf("start sandbox: release bubblewrap: %w", err)
+	if _, err := p.goAhead.Write([]byte{1}); err != nil {
+		return fmt.Errorf("start sandbox: let the init go on: %w", err)
 	}
 	return nil
 }
 
 // launchPipes are the runtime's ends of the pipes to a starting sandbox.
 type launchPipes struct {
-	ready *os.File // the init writes one byte when it accepts commands
-	info  *os.File // bubblewrap's info: the sandbox's host pid
-	block *os.File // bubblewrap waits for a byte here
+	ready   *os.File // the init writes one byte when it accepts commands
+	info    *os.File // bubblewrap's info: the sandbox's host pid
+	goAhead *os.File // the init waits for a byte here (control.FDGo)
 }
 
 func (p *launchPipes) close() {
-	for _, f := range []*os.File{p.ready, p.info, p.block} {
+	for _, f := range []*os.File{p.ready, p.info, p.goAhead} {
 		if f != nil {
 			f.Close()
 		}
@@ -162,7 +163,8 @@ func (p *launchPipes) close() {
 }
 
 // newLaunchPipes makes the pipes to a starting sandbox: the seccomp
-// program, bubblewrap's info, block and argument pipes and, unless direct,
+// program, bubblewrap's info pipe, the init's go pipe, bubblewrap's argument
+// pipe and, unless direct,
 // the init's ready and spec pipes. It returns the runtime's ends and the
 // child's, in the order of their descriptors from 3. A content (seccomp,
 // args, spec) that fits a pipe's buffer is written at once, a larger one by
@@ -182,7 +184,7 @@ func newLaunchPipes(prog, args, spec []byte, direct bool) (*launchPipes, []*os.F
 		parent  bool      // the runtime keeps the read end
 		content []byte
 	}{
-		{content: prog}, {keep: &p.info, parent: true}, {keep: &p.block}, {content: args},
+		{content: prog}, {keep: &p.info, parent: true}, {keep: &p.goAhead}, {content: args},
 		{keep: &p.ready, parent: true}, {content: spec},
 	}
 	if direct {
@@ -282,7 +284,6 @@ func (r *Runtime) bwrapSpec(b *sandboxState) BwrapSpec {
 		Env:         baseEnv(),
 		SeccompFD:   fdSeccomp,
 		InfoFD:      fdInfo,
-		BlockFD:     fdBlock,
 	}
 	spec.InitBinary, spec.InitArgs = r.init, []string{control.InitMarker}
 	if b.direct != nil {

@@ -138,28 +138,36 @@ const (
 )
 
 // reserveSlots finds one free host uid per slot, and one for the
-// self-test's slot: a uid whose lock file under uidLockDir this process can
-// lock and that owns no process.
+// self-test's slot when the config keeps one: a uid whose lock file under
+// uidLockDir this process can lock and that owns no process (one scan of
+// /proc serves every slot).
 func (r *Runtime) reserveSlots() error {
 	lockDir := uidLockDir
 	if err := os.MkdirAll(lockDir, 0o700); err != nil {
 		return fmt.Errorf("reserve uids: %w", err)
 	}
+	busy, err := processOwners()
+	if err != nil {
+		return fmt.Errorf("reserve uids: %w", err)
+	}
+	n := r.cfg.Capacity
+	if r.cfg.SelfTestSlot {
+		n++
+	}
 	uid := r.cfg.UIDBase
-	for i := range r.cfg.Capacity + 1 {
+	for i := range n {
 		for ; ; uid++ {
 			if uid >= r.cfg.UIDBase+uidRange {
 				return fmt.Errorf("reserve uids: no free uid in %d..%d", r.cfg.UIDBase, r.cfg.UIDBase+uidRange-1)
+			}
+			if busy[uid] {
+				continue
 			}
 			f, err := lockUID(lockDir, uid)
 			if err != nil {
 				return err
 			}
 			if f == nil {
-				continue
-			}
-			if pids, _ := uidProcesses(uid); len(pids) > 0 {
-				f.Close()
 				continue
 			}
 			r.slots = append(r.slots, &slot{index: i, uid: uid, lock: f, selfTest: i == r.cfg.Capacity})
@@ -209,25 +217,42 @@ func (r *Runtime) releaseSlots() {
 // uidProcesses returns the pids of processes owned by uid (the owner of
 // /proc/PID is the process's effective uid).
 func uidProcesses(uid int) ([]int, error) {
+	var out []int
+	err := eachProcess(func(pid, owner int) {
+		if owner == uid {
+			out = append(out, pid)
+		}
+	})
+	return out, err
+}
+
+// processOwners returns the set of uids that own a process.
+func processOwners() (map[int]bool, error) {
+	out := map[int]bool{}
+	err := eachProcess(func(_, owner int) { out[owner] = true })
+	return out, err
+}
+
+// eachProcess calls fn with every process's pid and owner uid.
+func eachProcess(fn func(pid, uid int)) error {
 	d, err := os.Open("/proc")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer d.Close()
 	names, err := d.Readdirnames(-1)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var out []int
 	for _, n := range names {
 		pid, err := strconv.Atoi(n)
 		if err != nil {
 			continue
 		}
 		var st syscall.Stat_t
-		if syscall.Stat("/proc/"+n, &st) == nil && int(st.Uid) == uid {
-			out = append(out, pid)
+		if syscall.Stat("/proc/"+n, &st) == nil {
+			fn(pid, int(st.Uid))
 		}
 	}
-	return out, nil
+	return nil
 }

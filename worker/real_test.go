@@ -43,7 +43,7 @@ func realDeps(t *testing.T, withEgress bool) Deps {
 	// so tests of other packages running sandboxes at the same time cannot
 	// be mistaken for this one's processes.
 	state := sandbox.DefaultStateDir
-	rt, err := sandbox.NewRuntime(sandbox.Config{Capacity: 1, StateDir: state, Egress: att, Logger: log})
+	rt, err := sandbox.NewRuntime(sandbox.Config{Capacity: 1, StateDir: state, Egress: att, Logger: log, SelfTestSlot: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -62,7 +62,7 @@ func runCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	}
 	o.Env = env
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	rt, err := sandbox.NewRuntime(sandbox.Config{Capacity: 1, Logger: log})
+	rt, err := sandbox.NewRuntime(sandbox.Config{Capacity: 1, Logger: log, InitBinary: initBinary(log)})
 	if err != nil {
 		fmt.Fprintf(stderr, "codes-sandbox run: %v\n", err)
 		return 125

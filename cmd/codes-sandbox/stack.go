@@ -104,6 +104,7 @@ func newStack(cfg stackConfig, log *slog.Logger) (*stack, error) {
 	rt, err := sandbox.NewRuntime(sandbox.Config{
 		Capacity: cfg.capacity, StateDir: stateDir, Egress: attacher, Logger: log.With("component", "sandbox"),
 		InitBinary: initBinary(log.With("component", "sandbox")), MaxOpenFiles: cfg.maxOpenFiles, MaxPtys: cfg.maxPtys,
+		SelfTestSlot: true,
 	})
 	if err != nil {
 		st.close()
