@@ -17,8 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
+	"openvibe.network/agentsandbox/internal/metrics"
 	"openvibe.network/agentsandbox/internal/syncbuf"
 	"openvibe.network/agentsandbox/internal/unixsock"
 )
@@ -75,7 +74,7 @@ type testProxy struct {
 	socket   string   // its /proc/self/fd path, which the test dials
 	dial     *dialMap
 	resolver *fakeResolver
-	reg      *prometheus.Registry
+	reg      *metrics.Registry
 	logs     *syncbuf.Buffer
 	detach   func()
 }
@@ -85,14 +84,14 @@ func newTestProxy(tb testing.TB, mod func(*ProxyConfig)) *testProxy {
 	tp := &testProxy{
 		dial:     &dialMap{to: map[netip.AddrPort]string{}},
 		resolver: testResolver(),
-		reg:      prometheus.NewRegistry(),
+		reg:      metrics.NewRegistry(),
 		logs:     &syncbuf.Buffer{},
 	}
 	cfg := ProxyConfig{
-		Guard:      testGuard(tp.resolver),
-		TestDial:   tp.dial.dial,
-		Logger:     slog.New(slog.NewJSONHandler(tp.logs, nil)),
-		Registerer: tp.reg,
+		Guard:    testGuard(tp.resolver),
+		TestDial: tp.dial.dial,
+		Logger:   slog.New(slog.NewJSONHandler(tp.logs, nil)),
+		Metrics:  tp.reg,
 	}
 	if mod != nil {
 		mod(&cfg)

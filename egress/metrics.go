@@ -2,49 +2,31 @@ package egress
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"openvibe.network/agentsandbox/internal/metrics"
 )
 
-// metrics are the proxy's Prometheus collectors.
-type metrics struct {
-	conns    *prometheus.CounterVec
-	bytes    *prometheus.CounterVec
-	active   prometheus.Gauge
-	attached prometheus.Gauge
+// proxyMetrics are the proxy's metric families.
+type proxyMetrics struct {
+	conns    *metrics.CounterVec
+	bytes    *metrics.CounterVec
+	active   *metrics.Gauge
+	attached *metrics.Gauge
 }
 
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
-	m := &metrics{
-		conns: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "egress_connections_total",
-			Help: "Proxied connections by verdict (allowed, refused, failed) and reason.",
-		}, []string{"verdict", "reason"}),
-		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "egress_bytes_total",
-			Help: "Bytes through the proxy, up (sandbox to destination) and down.",
-		}, []string{"direction"}),
-		active: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "egress_active_connections",
-			Help: "Connections being proxied now.",
-		}),
-		attached: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "egress_attached_sandboxes",
-			Help: "Sandboxes with a proxy socket.",
-		}),
+func newProxyMetrics(reg *metrics.Registry) *proxyMetrics {
+	return &proxyMetrics{
+		conns: reg.NewCounterVec("egress_connections_total",
+			"Proxied connections by verdict (allowed, refused, failed) and reason.", "verdict", "reason"),
+		bytes:    reg.NewCounterVec("egress_bytes_total", "Bytes through the proxy, up (sandbox to destination) and down.", "direction"),
+		active:   reg.NewGauge("egress_active_connections", "Connections being proxied now."),
+		attached: reg.NewGauge("egress_attached_sandboxes", "Sandboxes with a proxy socket."),
 	}
-	for _, c := range []prometheus.Collector{m.conns, m.bytes, m.active, m.attached} {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("register metrics: %w", err)
-		}
-	}
-	return m, nil
 }
 
 // finish counts a connection and writes its one log line, unless the
@@ -52,9 +34,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 // in the next summary instead.
 func (p *Proxy) finish(a *attachment, rec *record) {
 	verdict := verdictOf(rec.reason)
-	p.metrics.conns.WithLabelValues(verdict, rec.reason).Inc()
-	p.metrics.bytes.WithLabelValues("up").Add(float64(rec.up))
-	p.metrics.bytes.WithLabelValues("down").Add(float64(rec.down))
+	p.metrics.conns.With(verdict, rec.reason).Inc()
+	p.metrics.bytes.With("up").Add(float64(rec.up))
+	p.metrics.bytes.With("down").Add(float64(rec.down))
 	ok, suppressed := a.logs.allow(verdict + "/" + rec.reason)
 	if len(suppressed) > 0 {
 		p.logSuppressed(a.id, suppressed)

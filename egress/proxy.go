@@ -10,8 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
+	"openvibe.network/agentsandbox/internal/metrics"
 	"openvibe.network/agentsandbox/internal/unixsock"
 )
 
@@ -40,8 +39,9 @@ type ProxyConfig struct {
 	TestDial DialFunc
 	// Logger gets one line per connection (default: discard).
 	Logger *slog.Logger
-	// Registerer gets the metrics (nil: a private registry).
-	Registerer prometheus.Registerer
+	// Metrics gets the proxy's metric families (nil: a private registry).
+	// One registry takes one proxy's families.
+	Metrics *metrics.Registry
 	// MaxConns bounds the concurrent connections of one sandbox (default
 	// DefaultMaxConns): more wait in a queue of that length, and past it
 	// the sandbox's connects fail at once (its bridge answers 429).
@@ -62,7 +62,7 @@ type Proxy struct {
 	guard       *Guard
 	dial        DialFunc
 	log         *slog.Logger
-	metrics     *metrics
+	metrics     *proxyMetrics
 	now         func() time.Time
 	maxConns    int
 	idleTimeout time.Duration
@@ -73,8 +73,8 @@ type Proxy struct {
 	attached map[*attachment]struct{}
 }
 
-// NewProxy returns a Proxy for cfg. Errors: a nil Guard, or metrics that
-// cannot be registered (already registered on cfg.Registerer).
+// NewProxy returns a Proxy for cfg. Errors: a nil Guard. It panics when
+// cfg.Metrics already holds a proxy's families (a wiring error).
 func NewProxy(cfg ProxyConfig) (*Proxy, error) {
 	if cfg.Guard == nil {
 		return nil, errors.New("new proxy: no guard")
@@ -107,15 +107,11 @@ func NewProxy(cfg ProxyConfig) (*Proxy, error) {
 	if p.dialTimeout <= 0 {
 		p.dialTimeout = DefaultDialTimeout
 	}
-	reg := cfg.Registerer
+	reg := cfg.Metrics
 	if reg == nil {
-		reg = prometheus.NewRegistry()
+		reg = metrics.NewRegistry()
 	}
-	m, err := newMetrics(reg)
-	if err != nil {
-		return nil, fmt.Errorf("new proxy: %w", err)
-	}
-	p.metrics = m
+	p.metrics = newProxyMetrics(reg)
 	return p, nil
 }
 

@@ -2,6 +2,7 @@ package egress
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,7 +17,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"openvibe.network/agentsandbox/internal/metrics"
 )
 
 func TestProxyHTTP(t *testing.T) {
@@ -366,38 +369,45 @@ func TestNewProxyErrors(t *testing.T) {
 		t.Error("NewProxy without a guard succeeded")
 	}
 	tp := newTestProxy(t, nil)
-	if _, err := NewProxy(ProxyConfig{Guard: testGuard(nil), Registerer: tp.reg}); err == nil {
-		t.Error("NewProxy registering the same metrics twice succeeded")
-	}
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("NewProxy registering the same metrics twice did not panic")
+			}
+		}()
+		_, _ = NewProxy(ProxyConfig{Guard: testGuard(nil), Metrics: tp.reg})
+	}()
 }
 
 // metricValue is the value of the counter or gauge name with exactly these
 // labels in reg (0 when there is no such series).
-func metricValue(tb testing.TB, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+func metricValue(tb testing.TB, reg *metrics.Registry, name string, labels map[string]string) float64 {
 	tb.Helper()
-	families, err := reg.Gather()
+	var b bytes.Buffer
+	reg.WriteText(&b)
+	parser := expfmt.NewTextParser(model.LegacyValidation)
+	families, err := parser.TextToMetricFamilies(&b)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	for _, f := range families {
-		if f.GetName() != name {
+	f, ok := families[name]
+	if !ok {
+		return 0
+	}
+series:
+	for _, m := range f.GetMetric() {
+		if len(m.GetLabel()) != len(labels) {
 			continue
 		}
-	series:
-		for _, m := range f.GetMetric() {
-			if len(m.GetLabel()) != len(labels) {
-				continue
+		for _, l := range m.GetLabel() {
+			if labels[l.GetName()] != l.GetValue() {
+				continue series
 			}
-			for _, l := range m.GetLabel() {
-				if labels[l.GetName()] != l.GetValue() {
-					continue series
-				}
-			}
-			if m.GetCounter() != nil {
-				return m.GetCounter().GetValue()
-			}
-			return m.GetGauge().GetValue()
 		}
+		if m.GetCounter() != nil {
+			return m.GetCounter().GetValue()
+		}
+		return m.GetGauge().GetValue()
 	}
 	return 0
 }
