@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -27,7 +28,8 @@ const maxSpec = 4 << 20
 
 // initServer serves the control socket inside the sandbox.
 type initServer struct {
-	env       map[string]string // base environment of every command
+	mu        sync.Mutex
+	env       map[string]string // base environment of every command (under mu)
 	workspace *os.File          // the workspace directory, for file operations
 	reaper    *reaper
 }
@@ -162,6 +164,10 @@ func (s *initServer) serve(c net.Conn) {
 		done = s.put(req, fr)
 	case control.OpGet:
 		done = s.get(req, fw)
+	case control.OpConfigure:
+		s.mu.Lock()
+		maps.Copy(s.env, req.Env)
+		s.mu.Unlock()
 	default:
 		done = control.Done{Code: control.CodeInvalid, Error: "unknown operation " + req.Op}
 	}
@@ -171,7 +177,9 @@ func (s *initServer) serve(c net.Conn) {
 // commandEnv returns the environment of a command: the base environment
 // with the request's variables on top, sorted.
 func (s *initServer) commandEnv(extra map[string]string) []string {
+	s.mu.Lock()
 	env := maps.Clone(s.env)
+	s.mu.Unlock()
 	maps.Copy(env, extra)
 	out := make([]string, 0, len(env))
 	for _, k := range slices.Sorted(maps.Keys(env)) {

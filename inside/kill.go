@@ -5,11 +5,13 @@ import (
 	"os"
 	"strconv"
 	"syscall"
+	"time"
 )
 
 // proc is one process as the init sees it in the sandbox's /proc.
 type proc struct {
 	pid, ppid, pgid, sid int
+	zombie               bool // it has exited and waits to be reaped
 }
 
 // readProcs lists the sandbox's processes from procRoot (the sandbox's own
@@ -50,7 +52,7 @@ func readStat(procRoot string, pid int) (proc, bool) {
 	if len(f) < 4 {
 		return proc{}, false
 	}
-	p := proc{pid: pid}
+	p := proc{pid: pid, zombie: string(f[0]) == "Z"}
 	for j, dst := range []*int{&p.ppid, &p.pgid, &p.sid} {
 		n, err := strconv.Atoi(string(f[j+1]))
 		if err != nil {
@@ -97,7 +99,8 @@ const maxStopRounds = 64
 
 // killTree ends every process of the command leader's tree (see treeOf):
 // it stops them, round after round until no new member appears (so none
-// can fork or leave while it looks), then kills them all.
+// can fork or leave while it looks), kills them all, and waits (at most
+// killWait) until none of them runs any more.
 func killTree(procRoot string, leader int) {
 	stopped := map[int]bool{}
 	for range maxStopRounds {
@@ -116,4 +119,21 @@ func killTree(procRoot string, leader int) {
 	for pid := range stopped {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
+	deadline := time.Now().Add(killWait)
+	for d := 100 * time.Microsecond; time.Now().Before(deadline); d = min(2*d, 20*time.Millisecond) {
+		running := false
+		for pid := range stopped {
+			if p, ok := readStat(procRoot, pid); ok && !p.zombie {
+				running = true
+				break
+			}
+		}
+		if !running {
+			return
+		}
+		time.Sleep(d)
+	}
 }
+
+// killWait bounds how long killTree waits for killed processes to end.
+const killWait = 2 * time.Second

@@ -105,6 +105,31 @@ func BenchmarkCreate(b *testing.B) {
 	reportPercentiles(b, "", samples)
 }
 
+// BenchmarkCreatePooled times Create when the pool has a sandbox ready
+// (the wait for the pool to refill is not timed).
+func BenchmarkCreatePooled(b *testing.B) {
+	rt := newRuntime(b, Config{Capacity: 1, Pool: 1})
+	samples := make([]time.Duration, 0, b.N)
+	env := map[string]string{"TOKEN": "x"}
+	for b.Loop() {
+		b.StopTimer()
+		waitPooled(b, rt, 1)
+		b.StartTimer()
+		start := time.Now()
+		info, err := rt.Create(context.Background(), Options{Env: env})
+		if err != nil {
+			b.Fatal(err)
+		}
+		samples = append(samples, time.Since(start))
+		b.StopTimer()
+		if rep, err := rt.Delete(context.Background(), info.ID); err != nil || !rep.Verified {
+			b.Fatalf("delete: %v %v", err, rep.Leftovers)
+		}
+		b.StartTimer()
+	}
+	reportPercentiles(b, "", samples)
+}
+
 // BenchmarkCreateInit times Create with the inits a worker really runs,
 // alternating them: the worker binary re-executed (BENCH_CODES_SANDBOX) and
 // the lean codes-sandbox-init (BENCH_CODES_SANDBOX_INIT); BenchmarkCreate

@@ -196,3 +196,13 @@ func readDirNames(dir string) ([]string, error) {
 	}
 	return names, nil
 }
+
+// resizeBoxDir gives the sandbox's tmpfs a new size (and the inode cap that
+// goes with it), in place: the sandbox's binds see the change at once.
+func resizeBoxDir(dir string, size int64) error {
+	opts := fmt.Sprintf("size=%d,nr_inodes=%d", size, inodeCap(size))
+	if err := unix.Mount("tmpfs", filepath.Join(dir, boxFS), "", unix.MS_REMOUNT|unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		return fmt.Errorf("resize sandbox dir: remount %s: %w", opts, err)
+	}
+	return nil
+}

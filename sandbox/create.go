@@ -40,13 +40,18 @@ type sandboxState struct {
 	control *os.File
 	// initPid is the host pid of the sandbox's pid 1 (the init).
 	initPid int
-	cmd     *exec.Cmd
-	exited  chan struct{} // closed once bubblewrap exited
-	wiped   chan struct{} // closed once the wipe finished
-	stderr  *tailBuffer
-	detach  func()
-	timer   *time.Timer
-	direct  *directRun // set for a one-command sandbox (Runtime.Run)
+	// bornInGroup is set when bubblewrap was started in the cgroup (v2).
+	bornInGroup bool
+	// pooled is set while the sandbox waits in the pool (under the
+	// runtime's mu).
+	pooled bool
+	cmd    *exec.Cmd
+	exited chan struct{} // closed once bubblewrap exited
+	wiped  chan struct{} // closed once the wipe finished
+	stderr *tailBuffer
+	detach func()
+	timer  *time.Timer
+	direct *directRun // set for a one-command sandbox (Runtime.Run)
 
 	mu     sync.Mutex
 	reason string // why the sandbox ended: time_box, deleted, memory, exited
@@ -123,20 +128,15 @@ func (r *Runtime) Create(ctx context.Context, opts Options) (Info, error) {
 	if opts.Egress && r.cfg.Egress == nil {
 		return Info{}, errors.New("create sandbox: egress requested but this runtime has no egress proxy")
 	}
-	b, err := r.claim(opts)
-	if err != nil {
-		return Info{}, err
-	}
 	start := time.Now()
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, startTimeout)
 		defer cancel()
 	}
-	if err := r.start(ctx, b); err != nil {
-		rep := r.wipe(b, "deleted")
-		r.log.Error("sandbox start failed", "sandbox", b.id, "slot", b.slot.index, "err", err, "wipe_verified", rep.Verified)
-		return Info{}, fmt.Errorf("create sandbox: %w", err)
+	b, pooled, err := r.obtain(ctx, opts)
+	if err != nil {
+		return Info{}, err
 	}
 	r.mu.Lock()
 	if r.closed {
@@ -151,9 +151,61 @@ func (r *Runtime) Create(ctx context.Context, opts Options) (Info, error) {
 	b.timer = time.AfterFunc(opts.TimeBox, func() { r.endSandbox(b.id, "time_box") })
 	r.mu.Unlock()
 	go r.watch(b)
-	r.log.Info("sandbox created", "sandbox", b.id, "slot", b.slot.index, "uid", b.slot.uid,
+	r.log.Info("sandbox created", "sandbox", b.id, "slot", b.slot.index, "uid", b.slot.uid, "pooled", pooled,
 		"egress", opts.Egress, "time_box_s", opts.TimeBox.Seconds(), "duration_ms", durationMS(time.Since(start)))
+	r.wakePool()
 	return b.info, nil
+}
+
+// obtain gives Create a started sandbox for opts: one from the pool when it
+// can serve opts, else a new one in a free slot (evicting a pooled one when
+// no slot is free). pooled says which.
+func (r *Runtime) obtain(ctx context.Context, opts Options) (b *sandboxState, pooled bool, err error) {
+	if r.poolable(opts) {
+		if b := r.takePooled(); b != nil {
+			if err := r.adopt(ctx, b, opts); err != nil {
+				return nil, false, fmt.Errorf("create sandbox: %w", err)
+			}
+			return b, true, nil
+		}
+	}
+	for {
+		b, err = r.claim(opts)
+		if !errors.Is(err, ErrCapacity) {
+			break
+		}
+		if r.evictPooled() {
+			continue
+		}
+		// Every slot is taken, one perhaps by a pooled sandbox still
+		// starting: wait for it rather than refuse.
+		changed, starting := r.poolStartingNow()
+		if !starting {
+			break
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil, false, fmt.Errorf("create sandbox: %w", ctx.Err())
+		}
+		if r.poolable(opts) {
+			if b := r.takePooled(); b != nil {
+				if err := r.adopt(ctx, b, opts); err != nil {
+					return nil, false, fmt.Errorf("create sandbox: %w", err)
+				}
+				return b, true, nil
+			}
+		}
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	if err := r.start(ctx, b); err != nil {
+		rep := r.wipe(b, "deleted")
+		r.log.Error("sandbox start failed", "sandbox", b.id, "slot", b.slot.index, "err", err, "wipe_verified", rep.Verified)
+		return nil, false, fmt.Errorf("create sandbox: %w", err)
+	}
+	return b, false, nil
 }
 
 // claim takes a free slot for a new sandbox: the self-test's own slot for
@@ -192,6 +244,10 @@ func (r *Runtime) watch(b *sandboxState) {
 	why := "exited"
 	if ev, err := b.group.Events(); err == nil && ev.OOMKills > 0 {
 		why = "memory"
+	}
+	if r.removePooled(b) {
+		r.wipe(b, why) // it died while it waited in the pool
+		return
 	}
 	r.endSandbox(b.id, why)
 }

@@ -191,6 +191,7 @@ func (r *Runtime) retryBroken() {
 		r.mu.Unlock()
 		if len(left) == 0 {
 			r.log.Info("slot back in use: nothing of its sandbox is left", "sandbox", b.id, "slot", b.slot.index, "uid", b.slot.uid)
+			r.wakePool()
 		}
 	}
 }

@@ -63,6 +63,15 @@ type Config struct {
 	// MaxPtys is how many pseudo-terminals one sandbox may hold at once, in
 	// its own devpts instance (default DefaultMaxPtys).
 	MaxPtys int
+	// Pool is how many sandboxes to keep started ahead, in free slots, for
+	// Create to hand out at once (at most Capacity; default 0: none). They
+	// have the default limits, no environment and egress when PoolEgress;
+	// Create gives one its own limits and environment, and each is still
+	// single-use and wiped on delete.
+	Pool int
+	// PoolEgress starts the pooled sandboxes with egress; only a Create with
+	// the same Egress takes one.
+	PoolEgress bool
 	// SelfTestSlot reserves one more slot (and host uid) for sandboxes
 	// created with Options.SelfTest, which no other sandbox uses: a worker
 	// whose every slot is busy can still prove its facts. Without it such
@@ -94,11 +103,18 @@ type Runtime struct {
 	janitor     chan struct{}
 	janitorDone chan struct{}
 
-	mu     sync.Mutex
-	slots  []*slot // Capacity slots for Create and Run, then the self-test's
-	boxes  map[string]*sandboxState
-	stale  []string // names of dead runtimes whose leftovers are not all gone
-	closed bool
+	// The pool's filler (see pool.go): poolWake wakes it, poolStop stops
+	// it, poolDone is closed when it stopped.
+	poolWake, poolStop, poolDone chan struct{}
+
+	mu           sync.Mutex
+	pool         []*sandboxState // started ahead, never used
+	poolStarting int             // pooled sandboxes being started
+	poolChanged  chan struct{}   // closed (and replaced) when poolStarting falls
+	slots        []*slot         // Capacity slots for Create and Run, then the self-test's
+	boxes        map[string]*sandboxState
+	stale        []string // names of dead runtimes whose leftovers are not all gone
+	closed       bool
 }
 
 // slot is one uid a sandbox can run as.
@@ -135,7 +151,9 @@ func NewRuntime(cfg Config) (*Runtime, error) {
 		return nil, fmt.Errorf("new runtime: %w", err)
 	}
 	r := &Runtime{cfg: cfg, base: base, seccomp: prog, log: cfg.Logger, boxes: map[string]*sandboxState{},
-		janitor: make(chan struct{}, 1), janitorDone: make(chan struct{})}
+		janitor: make(chan struct{}, 1), janitorDone: make(chan struct{}),
+		poolWake: make(chan struct{}, 1), poolStop: make(chan struct{}), poolDone: make(chan struct{}),
+		poolChanged: make(chan struct{})}
 	err = r.prepareDir()
 	if n := len(r.boxPath("0123456789abcdef0123") + "/egress.sock"); err == nil && n >= maxSocketPath {
 		err = fmt.Errorf("state dir %s is too long for unix socket paths", r.cfg.StateDir)
@@ -154,6 +172,10 @@ func NewRuntime(cfg Config) (*Runtime, error) {
 		return nil, fmt.Errorf("new runtime: %w", err)
 	}
 	go r.runJanitor()
+	if cfg.Pool > 0 {
+		go r.runPool()
+		r.wakePool()
+	}
 	return r, nil
 }
 
@@ -193,6 +215,9 @@ func (c *Config) defaults() error {
 	if c.MaxOpenFiles < 64 || c.MaxOpenFiles > 1<<20 {
 		return fmt.Errorf("new runtime: max open files %d is not in 64..%d", c.MaxOpenFiles, 1<<20)
 	}
+	if c.Pool < 0 || c.Pool > c.Capacity {
+		return fmt.Errorf("new runtime: pool %d is not in 0..%d (the capacity)", c.Pool, c.Capacity)
+	}
 	if c.MaxPtys == 0 {
 		c.MaxPtys = DefaultMaxPtys
 	}
@@ -223,11 +248,18 @@ func (r *Runtime) Active() int {
 	defer r.mu.Unlock()
 	n := 0
 	for _, s := range r.slots {
-		if s.current != nil && !s.selfTest {
+		if s.current != nil && !s.selfTest && !s.current.pooled {
 			n++
 		}
 	}
 	return n
+}
+
+// Pooled is the number of sandboxes started ahead and ready to hand out.
+func (r *Runtime) Pooled() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.pool)
 }
 
 // List describes the running sandboxes, oldest first.
@@ -317,6 +349,7 @@ func (r *Runtime) Close() error {
 			errs = append(errs, fmt.Errorf("close: wipe of %s not verified: %v", id, rep.Leftovers))
 		}
 	}
+	errs = append(errs, r.drainPool()...)
 	errs = append(errs, r.awaitWipes()...)
 	close(r.janitor)
 	<-r.janitorDone

@@ -109,7 +109,8 @@ func (r *Runtime) start(ctx context.Context, b *sandboxState) error {
 }
 
 // enter reads the sandbox's pid from bubblewrap's info, moves bubblewrap and
-// the sandbox into the cgroup, opens the low ports when the sandbox has
+// the sandbox into the cgroup (on v1: on v2 they were born in it), opens
+// the low ports when the sandbox has
 // egress, and tells the init to go on. The init (or the capped-exec shim of
 // a one-command sandbox) waits for that before it runs anything of the
 // sandbox's, so every process that runs sandboxed code is in the cgroup from
@@ -131,9 +132,11 @@ func (r *Runtime) enter(ctx context.Context, b *sandboxState, p *launchPipes) er
 		return startError(ctx, b, fmt.Errorf("read bubblewrap info: no child pid"))
 	}
 	b.initPid = st.ChildPid
-	for _, pid := range []int{b.cmd.Process.Pid, st.ChildPid} {
-		if err := b.group.Enter(pid); err != nil {
-			return fmt.Errorf("start sandbox: %w", err)
+	if !b.bornInGroup {
+		for _, pid := range []int{b.cmd.Process.Pid, st.ChildPid} {
+			if err := b.group.Enter(pid); err != nil {
+				return fmt.Errorf("start sandbox: %w", err)
+			}
 		}
 	}
 	if b.opts.Egress {
@@ -261,6 +264,13 @@ func (r *Runtime) launch(b *sandboxState, initFiles []*os.File) (*launchPipes, e
 	if d := b.direct; d != nil {
 		b.cmd.Stdin, b.cmd.Stdout, b.cmd.Stderr = d.stdin, d.stdout, d.stderr
 		b.cmd.WaitDelay = directWaitDelay
+	}
+	// On cgroup v2, bubblewrap is born in the sandbox's cgroup
+	// (CLONE_INTO_CGROUP), and so is everything it starts: no move.
+	if dir, err := b.group.OpenDir(); err == nil {
+		defer dir.Close()
+		b.cmd.SysProcAttr.UseCgroupFD, b.cmd.SysProcAttr.CgroupFD = true, int(dir.Fd())
+		b.bornInGroup = true
 	}
 	if err := b.cmd.Start(); err != nil {
 		p.close()

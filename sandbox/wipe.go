@@ -42,6 +42,9 @@ func (r *Runtime) wipe(b *sandboxState, why string) WipeReport {
 	}
 	r.mu.Unlock()
 	close(b.wiped)
+	if rep.Verified {
+		r.wakePool() // a slot is free
+	}
 	if !rep.Verified {
 		r.log.Error("sandbox wipe NOT verified; slot kept out of use", "sandbox", b.id, "slot", b.slot.index,
 			"uid", b.slot.uid, "reason", why, "leftovers", rep.Leftovers, "problems", problems)

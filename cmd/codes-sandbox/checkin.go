@@ -225,7 +225,7 @@ func checkinCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr 
 	}
 	log := newLogger(stderr)
 	stc := sf.config(fc, 1)
-	stc.secrets = tokens
+	stc.secrets, stc.pool = tokens, 0
 	st, err := newStack(stc, log)
 	if err != nil {
 		fmt.Fprintf(stderr, "codes-sandbox checkin: %v\n", err)

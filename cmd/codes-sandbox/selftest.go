@@ -42,7 +42,9 @@ func selftestCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr
 	if *verbose {
 		logOut = stderr
 	}
-	st, err := newStack(sf.config(fileConfig{}, 1), newLogger(logOut))
+	cfg := sf.config(fileConfig{}, 1)
+	cfg.pool = 0 // one self-test: nothing to start ahead
+	st, err := newStack(cfg, newLogger(logOut))
 	if err != nil {
 		fmt.Fprintf(stderr, "codes-sandbox selftest: %v\n", err)
 		return 1

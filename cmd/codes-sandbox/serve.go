@@ -192,7 +192,7 @@ func levelOf(ok bool) slog.Level {
 }
 
 func status(st *stack) httpapi.Status {
-	s := httpapi.Status{Capacity: st.rt.Capacity(), Active: st.rt.Active(), SlotsOutOfUse: st.rt.Broken()}
+	s := httpapi.Status{Capacity: st.rt.Capacity(), Active: st.rt.Active(), Pooled: st.rt.Pooled(), SlotsOutOfUse: st.rt.Broken()}
 	if last := st.tester.Last(); last != nil {
 		sum := summary(*last)
 		s.SelfTest = &sum

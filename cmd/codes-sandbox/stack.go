@@ -24,6 +24,7 @@ type stackFlags struct {
 	noEgress     bool
 	maxOpenFiles int
 	maxPtys      int
+	pool         int
 }
 
 func (s *stackFlags) register(fs *flag.FlagSet) {
@@ -32,6 +33,7 @@ func (s *stackFlags) register(fs *flag.FlagSet) {
 		"run without the egress proxy: sandboxes get no way out, egress_refuses_private cannot be proved and Live will refuse the report")
 	fs.IntVar(&s.maxOpenFiles, "max-open-files", sandbox.DefaultMaxOpenFiles, "descriptor limit of every sandbox process (64..1048576)")
 	fs.IntVar(&s.maxPtys, "max-ptys", sandbox.DefaultMaxPtys, "pseudo-terminals one sandbox may hold (1..1024)")
+	fs.IntVar(&s.pool, "pool", -1, "sandboxes to keep started ahead in free slots, so a create answers at once (0..capacity; default: the capacity)")
 }
 
 // stackConfig is what newStack needs.
@@ -41,6 +43,7 @@ type stackConfig struct {
 	egress       bool
 	maxOpenFiles int
 	maxPtys      int
+	pool         int // -1: the capacity
 	// secrets are values of the worker's (tokens) the self-test must never
 	// find inside a sandbox, beside the canary of its environment.
 	secrets []string
@@ -48,7 +51,7 @@ type stackConfig struct {
 
 func (s *stackFlags) config(fc fileConfig, capacity int) stackConfig {
 	return stackConfig{capacity: capacity, stateDir: cmp.Or(s.stateDir, fc.StateDir), egress: !s.noEgress,
-		maxOpenFiles: s.maxOpenFiles, maxPtys: s.maxPtys}
+		maxOpenFiles: s.maxOpenFiles, maxPtys: s.maxPtys, pool: s.pool}
 }
 
 // stack is the runtime, the egress proxy and the self-test of one worker.
@@ -86,6 +89,14 @@ func checkDescriptorBudget(capacity int) error {
 	return nil
 }
 
+// poolSize is the pool a flag asks for: -1 means the capacity.
+func poolSize(flag, capacity int) int {
+	if flag < 0 {
+		return capacity
+	}
+	return flag
+}
+
 // newStack starts the egress proxy (unless disabled) and the runtime.
 func newStack(cfg stackConfig, log *slog.Logger) (*stack, error) {
 	if err := checkDescriptorBudget(cfg.capacity); err != nil {
@@ -104,7 +115,7 @@ func newStack(cfg stackConfig, log *slog.Logger) (*stack, error) {
 	rt, err := sandbox.NewRuntime(sandbox.Config{
 		Capacity: cfg.capacity, StateDir: stateDir, Egress: attacher, Logger: log.With("component", "sandbox"),
 		InitBinary: initBinary(log.With("component", "sandbox")), MaxOpenFiles: cfg.maxOpenFiles, MaxPtys: cfg.maxPtys,
-		SelfTestSlot: true,
+		SelfTestSlot: true, Pool: poolSize(cfg.pool, cfg.capacity), PoolEgress: cfg.egress,
 	})
 	if err != nil {
 		st.close()

@@ -330,6 +330,15 @@ func settings(version int, l Limits) []setting {
 	}
 }
 
+// Update writes new limits to an existing group (a zero field: no limit).
+// Errors name the control file that refused.
+func (g *Group) Update(l Limits) error {
+	if l.MemoryBytes < 0 || l.Pids < 0 || l.CPUPercent < 0 {
+		return fmt.Errorf("update cgroup %s: negative limit %+v", g.name, l)
+	}
+	return g.apply(l)
+}
+
 // apply writes the limits.
 func (g *Group) apply(l Limits) error {
 	for _, s := range settings(g.h.version, l) {

@@ -33,6 +33,22 @@ func (g *Group) ProcsFiles() []string {
 	return out
 }
 
+// OpenDir opens the group's directory, for starting a process straight
+// into the group (clone3 with CLONE_INTO_CGROUP: Go's
+// SysProcAttr.UseCgroupFD), which costs no migration at all. Only a v2
+// group has one directory; on v1 it returns ErrUnavailable (wrapped), and
+// processes are moved with Enter.
+func (g *Group) OpenDir() (*os.File, error) {
+	if g.h.version != 2 {
+		return nil, fmt.Errorf("open cgroup %s: a v1 group has a directory per hierarchy: %w", g.name, ErrUnavailable)
+	}
+	f, err := os.OpenFile(g.dirs[0], os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open cgroup %s: %w", g.name, err)
+	}
+	return f, nil
+}
+
 // Enter moves process pid (all its threads) into the group, in every
 // hierarchy. The error names the file that refused it.
 func (g *Group) Enter(pid int) error {

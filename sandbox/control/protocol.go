@@ -33,6 +33,9 @@ const (
 	OpExec = "exec"
 	OpPut  = "put"
 	OpGet  = "get"
+	// OpConfigure adds Request.Env to the environment of every later
+	// command (a sandbox started before it was given to its user).
+	OpConfigure = "configure"
 )
 
 // Error codes of Done.Code: what went wrong, kept as a code across the

@@ -35,9 +35,16 @@ var _ Runtime = (*sandbox.Runtime)(nil)
 // newRealWorker serves the API on a real sandbox runtime with capacity
 // slots and returns a client of it.
 func newRealWorker(tb testing.TB, capacity int, limits agentsandbox.Limits) *client.Worker {
+	w, _ := newRealWorkerPool(tb, capacity, 0, limits)
+	return w
+}
+
+// newRealWorkerPool is newRealWorker with pool sandboxes started ahead; it
+// returns the runtime too.
+func newRealWorkerPool(tb testing.TB, capacity, pool int, limits agentsandbox.Limits) (*client.Worker, *sandbox.Runtime) {
 	tb.Helper()
 	testenv.RequireSandbox(tb)
-	rt, err := sandbox.NewRuntime(sandbox.Config{Capacity: capacity})
+	rt, err := sandbox.NewRuntime(sandbox.Config{Capacity: capacity, Pool: pool})
 	if err != nil {
 		tb.Fatalf("NewRuntime: %v", err)
 	}
@@ -52,7 +59,7 @@ func newRealWorker(tb testing.TB, capacity int, limits agentsandbox.Limits) *cli
 	}
 	srv := httptest.NewServer(s.Handler())
 	tb.Cleanup(srv.Close)
-	return client.NewWorker(srv.URL, testToken, srv.Client())
+	return client.NewWorker(srv.URL, testToken, srv.Client()), rt
 }
 
 // TestRealRuntime drives a real sandbox through the API with the client:
@@ -170,13 +177,36 @@ func (r rounds) report(b *testing.B) {
 
 // BenchmarkRealRoundTrip measures create + exec /bin/true + delete through
 // the API with the client against the real runtime, and reports the p50
-// and p90 of a round and of each call in milliseconds. Run with
-// -benchtime=100x for 100 rounds.
+// and p90 of a round and of each call in milliseconds: "cold" without a
+// pool (every create starts a sandbox), "pooled" with one sandbox started
+// ahead (the wait for the pool to refill between rounds is not timed: an
+// agent's sandboxes live far longer than a start). Run with -benchtime=100x
+// for 100 rounds.
 func BenchmarkRealRoundTrip(b *testing.B) {
-	w := newRealWorker(b, 1, agentsandbox.Limits{})
+	for _, tc := range []struct {
+		name string
+		pool int
+	}{{"cold", 0}, {"pooled", 1}} {
+		b.Run(tc.name, func(b *testing.B) {
+			w, rt := newRealWorkerPool(b, 1, tc.pool, agentsandbox.Limits{})
+			roundTrips(b, w, func() {
+				for rt.Pooled() < tc.pool {
+					time.Sleep(time.Millisecond)
+				}
+			})
+		})
+	}
+}
+
+// roundTrips runs the create, exec, delete rounds of BenchmarkRealRoundTrip,
+// calling ready (untimed) before each.
+func roundTrips(b *testing.B, w *client.Worker, ready func()) {
 	ctx := context.Background()
 	r := rounds{}
 	for b.Loop() {
+		b.StopTimer()
+		ready()
+		b.StartTimer()
 		start := time.Now()
 		var sb client.Sandbox
 		var err error

@@ -178,13 +178,13 @@ func routeCases(full func(*apitest.Fake)) []routeCase {
 		{name: "ErrGetEscape", method: "GET", path: "/v1/sandboxes/{id}/files/a%2F..%2F..%2Fx", wantStatus: 400, wantCode: "invalid_request", wantMsg: "contains `.`, `..`"},
 		{name: "ErrGetAbsolute", method: "GET", path: "/v1/sandboxes/{id}/files/%2Fetc%2Fpasswd", wantStatus: 400, wantCode: "invalid_request", wantMsg: "empty segment"},
 
-		{name: "StatusNoSelfTest", method: "GET", path: "/v1/status", wantStatus: 200, check: checkJSON(`{"capacity":2,"active":1,"self_test":null}`)},
+		{name: "StatusNoSelfTest", method: "GET", path: "/v1/status", wantStatus: 200, check: checkJSON(`{"capacity":2,"active":1,"self_test":null,"pooled":0}`)},
 		{name: "StatusSelfTest", method: "GET", path: "/v1/status", mod: func(c *Config) {
 			c.Status = func() Status {
 				return Status{Capacity: 99, SelfTest: &SelfTestSummary{Passed: false, Checks: map[string]bool{"seccomp": false},
 					Reasons: []string{"seccomp: ptrace was allowed"}, CheckedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}}
 			}
-		}, wantStatus: 200, check: checkJSON(`{"capacity":2,"active":1,"self_test":{"passed":false,"checks":{"seccomp":false},"reasons":["seccomp: ptrace was allowed"],"checked_at":"2026-01-02T03:04:05Z"}}`)},
+		}, wantStatus: 200, check: checkJSON(`{"capacity":2,"active":1,"self_test":{"passed":false,"checks":{"seccomp":false},"reasons":["seccomp: ptrace was allowed"],"checked_at":"2026-01-02T03:04:05Z"},"pooled":0}`)},
 		{name: "ErrSelfTestNone", method: "POST", path: "/v1/selftest", wantStatus: 501, wantCode: "no_selftest"},
 		{name: "SelfTest", method: "POST", path: "/v1/selftest", mod: func(c *Config) {
 			c.RunSelfTest = func(context.Context) (SelfTestSummary, error) {

@@ -63,6 +63,9 @@ type Status struct {
 	Active int `json:"active"`
 	// SelfTest is the last self-test, nil before the first one finished.
 	SelfTest *SelfTestSummary `json:"self_test"`
+	// Pooled is how many free slots hold a sandbox started ahead, ready for
+	// the next create.
+	Pooled int `json:"pooled"`
 	// SlotsOutOfUse says, per slot kept out of use because its wipe could
 	// not be verified, why; the worker is not ready while any is.
 	SlotsOutOfUse []string `json:"slots_out_of_use,omitempty"`
