@@ -11,7 +11,6 @@ import (
 	"openvibe.network/agentsandbox"
 )
 
-
 // seedCheckIn is the typed form of the seed's worker-check-in example.
 func seedCheckIn() agentsandbox.WorkerCheckIn {
 	at := time.Date(2026, 11, 7, 13, 0, 0, 0, time.FixedZone("CET", 3600)) // 12:00 UTC

@@ -138,7 +138,6 @@ func isolation(self Self, ok map[string]bool, userNS bool) agentsandbox.Isolatio
 	return iso
 }
 
-
 // truncate cuts s to at most n characters (code points).
 func truncate(s string, n int) string {
 	r := []rune(s)
