@@ -141,6 +141,34 @@ func initFail(op string, err error) int {
 	return 126
 }
 
+// handler runs one operation: req, then the client's frames on fr; it
+// writes its own frames on fw and returns the done frame.
+type handler func(req control.Request, fr *control.Reader, fw *control.Writer) control.Done
+
+// handlers maps each operation to its handler.
+func (s *initServer) handlers() map[string]handler {
+	return map[string]handler{
+		control.OpPing:      func(control.Request, *control.Reader, *control.Writer) control.Done { return control.Done{} },
+		control.OpConfigure: s.configure,
+		control.OpExec:      s.exec,
+		control.OpPut:       func(req control.Request, fr *control.Reader, _ *control.Writer) control.Done { return s.put(req, fr) },
+		control.OpGet:       func(req control.Request, _ *control.Reader, fw *control.Writer) control.Done { return s.get(req, fw) },
+		control.OpList:      s.list,
+		control.OpRemove:    s.remove,
+		control.OpMkdir:     s.mkdir,
+		control.OpTarGet:    s.tarGet,
+		control.OpTarPut:    s.tarPut,
+	}
+}
+
+// configure adds to the environment of every later command.
+func (s *initServer) configure(req control.Request, _ *control.Reader, _ *control.Writer) control.Done {
+	s.mu.Lock()
+	maps.Copy(s.env, req.Env)
+	s.mu.Unlock()
+	return control.Done{}
+}
+
 // serve runs one operation on c.
 func (s *initServer) serve(c net.Conn) {
 	defer c.Close()
@@ -155,21 +183,10 @@ func (s *initServer) serve(c net.Conn) {
 		_ = fw.JSON(control.FrameDone, control.Done{Code: control.CodeInvalid, Error: "bad request"})
 		return
 	}
-	var done control.Done
-	switch req.Op {
-	case control.OpPing:
-	case control.OpExec:
-		done = s.exec(req, fr, fw)
-	case control.OpPut:
-		done = s.put(req, fr)
-	case control.OpGet:
-		done = s.get(req, fw)
-	case control.OpConfigure:
-		s.mu.Lock()
-		maps.Copy(s.env, req.Env)
-		s.mu.Unlock()
-	default:
-		done = control.Done{Code: control.CodeInvalid, Error: "unknown operation " + req.Op}
+	handle, ok := s.handlers()[req.Op]
+	done := control.Done{Code: control.CodeInvalid, Error: "unknown operation " + req.Op}
+	if ok {
+		done = handle(req, fr, fw)
 	}
 	_ = fw.JSON(control.FrameDone, done)
 }

@@ -22,6 +22,12 @@ const (
 	FrameStdout  = 'O'
 	FrameStderr  = 'E'
 	FrameDone    = 'X' // JSON Done; last frame of the init
+	// FrameResize (to the init, during OpExec with a terminal or OpAttach)
+	// is JSON Resize: the terminal's new size.
+	FrameResize = 'W'
+	// FrameDropped (from the init, while following output) is a decimal
+	// count of output bytes a slow follower missed at this point.
+	FrameDropped = 'L'
 )
 
 // MaxFrame bounds a frame's payload; larger writes are split.
@@ -36,18 +42,38 @@ const (
 	// OpConfigure adds Request.Env to the environment of every later
 	// command (a sandbox started before it was given to its user).
 	OpConfigure = "configure"
+
+	// Processes (every command the init starts is one, foreground or not).
+	OpStart     = "start"     // start Argv in the background; Done.Data: Process
+	OpProcesses = "processes" // Done.Data: []Process, oldest first
+	OpProcess   = "process"   // Pid; Done.Data: Process
+	OpOutput    = "output"    // Pid, Follow: output frames from its buffer (then live), then Done
+	OpSignal    = "signal"    // Pid, Signal: to the process's group
+	OpStdin     = "stdin"     // Pid, data frames to its stdin, end frame; Close closes it after
+	OpAttach    = "attach"    // Pid: stdin and resize frames in, output frames out until it exits
+
+	// Files beyond put and get.
+	OpList   = "list"    // Path (a directory); Done.Data: []FileInfo
+	OpRemove = "remove"  // Path, Recursive
+	OpMkdir  = "mkdir"   // Path, with its parents
+	OpTarGet = "tar-get" // Path: data frames of a tar of the tree
+	OpTarPut = "tar-put" // Path, data frames of a tar: unpacked all or nothing
 )
 
 // Error codes of Done.Code: what went wrong, kept as a code across the
 // boundary so that no side matches error text.
 const (
-	CodePath     = "path"          // the path leaves the workspace
-	CodeNotExist = "not_exist"     // no such file
-	CodeNoSpace  = "no_space"      // the workspace is full (its size or inode cap)
-	CodeIsDir    = "is_directory"  // a file operation on a directory
-	CodeNotDir   = "not_directory" // a directory operation on a file
-	CodeInvalid  = "invalid"       // bad request
-	CodeFailed   = "failed"        // anything else
+	CodePath      = "path"          // the path leaves the workspace
+	CodeNotExist  = "not_exist"     // no such file
+	CodeNoSpace   = "no_space"      // the workspace is full (its size or inode cap)
+	CodeIsDir     = "is_directory"  // a file operation on a directory
+	CodeNotDir    = "not_directory" // a directory operation on a file
+	CodeNoProcess = "no_process"    // no process with that pid
+	CodeTooLarge  = "too_large"     // a request or upload over the init's bounds
+	CodeExists    = "exists"        // the path exists (and the operation will not replace it)
+	CodeNotEmpty  = "not_empty"     // a directory with entries, removed without Recursive
+	CodeInvalid   = "invalid"       // bad request
+	CodeFailed    = "failed"        // anything else
 )
 
 // Request is the first frame of every operation.
@@ -57,16 +83,58 @@ type Request struct {
 	Env     map[string]string `json:"env,omitempty"`
 	Cwd     string            `json:"cwd,omitempty"`
 	Timeout int64             `json:"timeout_ns,omitempty"`
-	Path    string            `json:"path,omitempty"`
-	Mode    uint32            `json:"mode,omitempty"`
+	// TTY gives the command a pseudo-terminal of Size (exec and start).
+	TTY  bool   `json:"tty,omitempty"`
+	Size Resize `json:"size,omitempty"`
+	// Pid names a process of the init's table (see Process).
+	Pid    int    `json:"pid,omitempty"`
+	Follow bool   `json:"follow,omitempty"` // OpOutput: stay until the process exits
+	Signal string `json:"signal,omitempty"` // OpSignal: TERM, KILL, INT, HUP, QUIT, USR1, USR2, STOP, CONT
+	Close  bool   `json:"close,omitempty"`  // OpStdin: close stdin after the data
+	Path   string `json:"path,omitempty"`
+	Mode   uint32 `json:"mode,omitempty"`
+	// Recursive removes a directory with what is in it (OpRemove).
+	Recursive bool `json:"recursive,omitempty"`
 }
 
-// Done is the init's last frame: how an exec ended, or an error.
+// Resize is a terminal's size.
+type Resize struct {
+	Rows uint16 `json:"rows,omitempty"`
+	Cols uint16 `json:"cols,omitempty"`
+}
+
+// Done is the init's last frame: how an exec ended, an operation's result
+// (Data, JSON), or an error (Code and Error).
 type Done struct {
+	ExitCode int             `json:"exit_code"`
+	Reason   string          `json:"reason,omitempty"`
+	Code     string          `json:"code,omitempty"`
+	Error    string          `json:"error,omitempty"`
+	Data     json.RawMessage `json:"data,omitempty"`
+}
+
+// Process is one command of the init's table.
+type Process struct {
+	Pid     int      `json:"pid"`
+	Argv    []string `json:"argv"`
+	Started int64    `json:"started_unix_ns"`
+	TTY     bool     `json:"tty,omitempty"`
+	// Background is false for a foreground exec (it ends with its caller).
+	Background bool `json:"background,omitempty"`
+	Running    bool `json:"running"`
+	// ExitCode and Reason are set once it ended (Reason as an exec's).
 	ExitCode int    `json:"exit_code"`
 	Reason   string `json:"reason,omitempty"`
-	Code     string `json:"code,omitempty"`
-	Error    string `json:"error,omitempty"`
+}
+
+// FileInfo is one directory entry of OpList.
+type FileInfo struct {
+	Name string `json:"name"`
+	// Type is "file", "directory", "symlink" or "other".
+	Type    string `json:"type"`
+	Size    int64  `json:"size"`
+	Mode    uint32 `json:"mode"`
+	ModTime int64  `json:"mtime_unix_ns"`
 }
 
 // Writer writes frames; safe for concurrent use.

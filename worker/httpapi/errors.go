@@ -12,8 +12,65 @@ import (
 	"openvibe.network/agentsandbox/sandbox"
 )
 
-// Error is an error that crosses HTTP: a status, a stable code and a message
-// for a person saying what to fix.
+// The API's error codes, each with the one status it is answered with (see
+// statusOf). Clients match codes, never messages.
+const (
+	CodeInvalidRequest  = "invalid_request"
+	CodeUnsupportedType = "unsupported_media_type"
+	CodeBodyTooLarge    = "body_too_large"
+	CodeUnauthorized    = "unauthorized"
+	CodeNoRoute         = "no_route"
+	CodeMethod          = "method_not_allowed"
+	CodeSandboxNotFound = "sandbox_not_found"
+	CodeNotFound        = "not_found"
+	CodeFileNotFound    = "file_not_found"
+	CodeProcessNotFound = "process_not_found"
+	CodeIsDirectory     = "is_directory"
+	CodeNotDirectory    = "not_directory"
+	CodeExists          = "exists"
+	CodeNotEmpty        = "not_empty"
+	CodeAtCapacity      = "at_capacity"
+	CodeNoBrowser       = "no_browser"
+	CodeWorkspaceFull   = "workspace_full"
+	CodeWipeUnverified  = "wipe_unverified"
+	CodeNoSelfTest      = "no_selftest"
+	CodeInternal        = "internal"
+)
+
+// statusOf is the status of each code: the one table that maps them.
+func statusOf(code string) int {
+	switch code {
+	case CodeInvalidRequest, CodeIsDirectory, CodeNotDirectory, CodeNoBrowser:
+		return http.StatusBadRequest
+	case CodeUnauthorized:
+		return http.StatusUnauthorized
+	case CodeNoRoute, CodeSandboxNotFound, CodeNotFound, CodeFileNotFound, CodeProcessNotFound:
+		return http.StatusNotFound
+	case CodeMethod:
+		return http.StatusMethodNotAllowed
+	case CodeExists, CodeNotEmpty:
+		return http.StatusConflict
+	case CodeBodyTooLarge:
+		return http.StatusRequestEntityTooLarge
+	case CodeUnsupportedType:
+		return http.StatusUnsupportedMediaType
+	case CodeAtCapacity:
+		return http.StatusTooManyRequests
+	case CodeNoSelfTest:
+		return http.StatusNotImplemented
+	case CodeWorkspaceFull:
+		return http.StatusInsufficientStorage
+	}
+	return http.StatusInternalServerError
+}
+
+// newError is the Error of code with a message saying what to fix.
+func newError(code, format string, args ...any) *Error {
+	return &Error{Status: statusOf(code), Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// Error is an error that crosses HTTP: a status (from its code, see
+// statusOf), a stable code and a message for a person saying what to fix.
 type Error struct {
 	Status  int    `json:"-"`
 	Code    string `json:"code"`
@@ -29,12 +86,12 @@ func (e *Error) Error() string { return e.Code + ": " + e.Message }
 
 // badRequest is a 400 with code invalid_request.
 func badRequest(format string, args ...any) *Error {
-	return &Error{Status: http.StatusBadRequest, Code: "invalid_request", Message: fmt.Sprintf(format, args...)}
+	return newError(CodeInvalidRequest, format, args...)
 }
 
 // errSandboxNotFound is the 404 of an unknown sandbox id.
 func errSandboxNotFound(id string) *Error {
-	return &Error{Status: http.StatusNotFound, Code: "sandbox_not_found",
+	return &Error{Status: statusOf(CodeSandboxNotFound), Code: CodeSandboxNotFound,
 		Message: fmt.Sprintf("no sandbox %q on this worker (it may have been deleted or its time box ended)", id)}
 }
 
@@ -47,19 +104,19 @@ func toError(err error) *Error {
 	case errors.As(err, &apiErr):
 		return apiErr
 	case errors.As(err, &tooBig):
-		return &Error{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large",
+		return &Error{Status: statusOf(CodeBodyTooLarge), Code: CodeBodyTooLarge,
 			Message: fmt.Sprintf("the request body is larger than this worker's limit of %d bytes", tooBig.Limit)}
 	case errors.Is(err, sandbox.ErrCapacity):
-		return &Error{Status: http.StatusTooManyRequests, Code: "at_capacity", RetryAfter: 5,
+		return &Error{Status: statusOf(CodeAtCapacity), Code: CodeAtCapacity, RetryAfter: 5,
 			Message: "every sandbox slot of this worker is in use; delete a sandbox or retry later"}
 	case errors.Is(err, sandbox.ErrPath):
 		return badRequest("the path leaves the workspace; give a path inside /workspace without `..`")
 	case errors.Is(err, sandbox.ErrNotFound):
-		return &Error{Status: http.StatusNotFound, Code: "not_found", Message: "no such sandbox or file"}
+		return &Error{Status: statusOf(CodeNotFound), Code: CodeNotFound, Message: "no such sandbox or file"}
 	case errors.Is(err, fs.ErrNotExist):
-		return &Error{Status: http.StatusNotFound, Code: "file_not_found", Message: "no such file in the workspace"}
+		return &Error{Status: statusOf(CodeFileNotFound), Code: CodeFileNotFound, Message: "no such file in the workspace"}
 	default:
-		return &Error{Status: http.StatusInternalServerError, Code: "internal",
+		return &Error{Status: statusOf(CodeInternal), Code: CodeInternal,
 			Message: "the worker failed; its log says why"}
 	}
 }
@@ -86,7 +143,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // and says what is wrong with a body it cannot take.
 func (s *Server) decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
 	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
-		return &Error{Status: http.StatusUnsupportedMediaType, Code: "unsupported_media_type",
+		return &Error{Status: statusOf(CodeUnsupportedType), Code: CodeUnsupportedType,
 			Message: "send the body as application/json"}
 	}
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, s.cfg.MaxBody))

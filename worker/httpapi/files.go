@@ -44,9 +44,9 @@ func (s *Server) fileTarget(r *http.Request) (id, rel string, err error) {
 func fileError(op string, err error) error {
 	switch {
 	case errors.Is(err, sandbox.ErrNotFound) || errors.Is(err, fs.ErrNotExist):
-		return &Error{Status: http.StatusNotFound, Code: "file_not_found", Message: "no such file in the workspace"}
+		return &Error{Status: statusOf(CodeFileNotFound), Code: CodeFileNotFound, Message: "no such file in the workspace"}
 	case errors.Is(err, sandbox.ErrNoSpace):
-		return &Error{Status: http.StatusInsufficientStorage, Code: "workspace_full",
+		return &Error{Status: statusOf(CodeWorkspaceFull), Code: CodeWorkspaceFull,
 			Message: "the workspace is full (its disk limit is reached); remove files or write less"}
 	case errors.Is(err, sandbox.ErrIsDir):
 		return badRequest("the path is a directory; give the path of a file")

@@ -109,7 +109,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if req.Browser && !s.cfg.Browser {
-		return &Error{Status: http.StatusBadRequest, Code: "no_browser",
+		return &Error{Status: statusOf(CodeNoBrowser), Code: CodeNoBrowser,
 			Message: "no browser on this worker; create the sandbox without `browser` or use a worker that reports browser: true"}
 	}
 	info, err := s.cfg.Runtime.Create(r.Context(), sandbox.Options{
@@ -157,7 +157,7 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) error {
 	}
 	if err != nil {
 		addLog(r.Context(), slog.Any("leftovers", rep.Leftovers))
-		return &Error{Status: http.StatusInternalServerError, Code: "wipe_unverified", Leftovers: rep.Leftovers,
+		return &Error{Status: statusOf(CodeWipeUnverified), Code: CodeWipeUnverified, Leftovers: rep.Leftovers,
 			Message: fmt.Sprintf("the sandbox was deleted but its wipe could not be verified (%d leftovers); the worker should not be trusted until its self-test passes", len(rep.Leftovers))}
 	}
 	addLog(r.Context(), slog.Float64("wipe_ms", float64(rep.Duration.Microseconds())/1000))
@@ -179,7 +179,7 @@ func (s *Server) status(w http.ResponseWriter, _ *http.Request) error {
 // selfTest handles POST /v1/selftest.
 func (s *Server) selfTest(w http.ResponseWriter, r *http.Request) error {
 	if s.cfg.RunSelfTest == nil {
-		return &Error{Status: http.StatusNotImplemented, Code: "no_selftest",
+		return &Error{Status: statusOf(CodeNoSelfTest), Code: CodeNoSelfTest,
 			Message: "this worker does not run a self-test on demand"}
 	}
 	sum, err := s.cfg.RunSelfTest(r.Context())

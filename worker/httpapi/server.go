@@ -167,7 +167,7 @@ func New(cfg Config) (*Server, error) {
 		s.mux.Handle(p, methodNotAllowed(methods))
 	}
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
-		writeError(w, &Error{Status: http.StatusNotFound, Code: "no_route", Message: "no such endpoint; see docs/openapi.yaml"})
+		writeError(w, &Error{Status: statusOf(CodeNoRoute), Code: CodeNoRoute, Message: "no such endpoint; see docs/openapi.yaml"})
 	})
 	return s, nil
 }
@@ -177,7 +177,7 @@ func methodNotAllowed(methods []string) http.Handler {
 	allow := strings.Join(methods, ", ")
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", allow)
-		writeError(w, &Error{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed",
+		writeError(w, &Error{Status: statusOf(CodeMethod), Code: CodeMethod,
 			Message: r.Method + " is not allowed here; use " + allow})
 	})
 }
@@ -221,7 +221,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		sum := sha256.Sum256([]byte(got))
 		if !ok || subtle.ConstantTimeCompare(sum[:], s.tokenHash[:]) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="codes-sandbox"`)
-			writeError(w, &Error{Status: http.StatusUnauthorized, Code: "unauthorized",
+			writeError(w, &Error{Status: statusOf(CodeUnauthorized), Code: CodeUnauthorized,
 				Message: "send the worker's API token as `Authorization: Bearer TOKEN`"})
 			return
 		}
