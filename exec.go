@@ -17,6 +17,11 @@ type ExecRequest struct {
 	// Timeout ends the command and everything it started (not the sandbox);
 	// 0 means the time box.
 	Timeout time.Duration `json:"-"`
+	// TTY runs the command on a pseudo-terminal of the sandbox's own (its
+	// stdin, stdout and stderr, and its controlling terminal), of Rows×Cols
+	// (default 24×80); its output is one stream.
+	TTY        bool   `json:"tty,omitempty"`
+	Rows, Cols uint16 `json:"-"`
 }
 
 // Reasons of an ExecResult: which limit ended a command.

@@ -1,6 +1,7 @@
 package inside
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -9,9 +10,9 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"openvibe.network/agentsandbox/sandbox/control"
@@ -21,68 +22,109 @@ import (
 // command exited (a background child may hold them open).
 const waitDelay = time.Second
 
-// exec runs one command for the client: stdin from the client's data
-// frames, stdout and stderr streamed back as they arrive. The command leads
-// a session and process group of its own; on timeout, or when the client
-// goes away, it and everything it started (see killTree) are killed.
+// exec runs one command for the client in the foreground: stdin from the
+// client's data frames (resize frames for a terminal), stdout and stderr
+// streamed back as they arrive. The command leads a session and process
+// group of its own; on timeout, or when the client goes away, it and
+// everything it started (see killTree) are killed.
 func (s *initServer) exec(req control.Request, fr *control.Reader, fw *control.Writer) control.Done {
 	if len(req.Argv) == 0 || req.Argv[0] == "" {
 		return control.Done{Code: control.CodeInvalid, Error: "empty argv"}
 	}
-	dir, err := workDir(req.Cwd)
-	if err != nil {
-		return control.Done{Code: control.CodeInvalid, Error: err.Error()}
+	if done, ok := s.checkCwd(req.Cwd); !ok {
+		_ = drain(fr, nil)
+		return done
 	}
-	env := s.commandEnv(req.Env)
-	prog, err := lookPath(req.Argv[0], env)
+	p, code, err := s.startProcess(req, false)
 	if err != nil {
 		_ = fw.Frame(control.FrameStderr, []byte("sandbox: "+err.Error()+"\n"))
 		_ = drain(fr, nil)
-		return control.Done{ExitCode: exitCodeOf(err)}
+		return control.Done{ExitCode: code}
 	}
-	cmd := &exec.Cmd{
-		Path:        prog,
-		Args:        req.Argv,
-		Env:         env,
-		Dir:         dir,
-		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
-	}
-	p, err := newCommandPipes(cmd)
-	if err != nil {
-		return control.Done{Code: control.CodeFailed, Error: err.Error()}
-	}
-	defer p.closeAll()
-	status, err := s.reaper.start(cmd)
-	p.closeChild()
-	if err != nil {
-		_ = fw.Frame(control.FrameStderr, []byte("sandbox: "+err.Error()+"\n"))
-		_ = drain(fr, nil)
-		return control.Done{ExitCode: exitCodeOf(err)}
-	}
-	k := &treeKiller{leader: cmd.Process.Pid}
 	go func() {
-		err := drain(fr, stdinWriter{p.stdin})
-		_ = p.stdin.Close()
+		err := drainInput(fr, p)
+		p.closeStdin()
 		if err == nil {
 			_ = drain(fr, nil) // the client closes the connection to cancel
 		}
-		k.kill("deleted") // the client went away
+		p.killer.kill("deleted") // the client went away
 	}()
 	if req.Timeout > 0 {
-		t := time.AfterFunc(time.Duration(req.Timeout), func() { k.kill("timeout") })
+		t := time.AfterFunc(time.Duration(req.Timeout), func() { p.killer.kill("timeout") })
 		defer t.Stop()
 	}
-	exited := make(chan struct{})
-	output := make(chan struct{})
-	go func() { p.copyOutput(fw, exited); close(output) }()
-	ws := <-status
-	close(exited)
-	<-output
-	done := control.Done{ExitCode: control.ExitCode(ws)}
-	if k.finish() == "timeout" {
+	follow(p, fw, 0, true)
+	<-p.done
+	st := p.state()
+	done := control.Done{ExitCode: st.ExitCode}
+	if st.Reason == "timeout" {
 		done.Reason = "timeout"
 	}
 	return done
+}
+
+// checkCwd answers a request whose working directory does not exist with
+// the code that says so (not blamed on the command).
+func (s *initServer) checkCwd(cwd string) (control.Done, bool) {
+	dir, err := workDir(cwd)
+	if err != nil {
+		return control.Done{Code: control.CodePath, Error: err.Error()}, false
+	}
+	fi, err := os.Stat(dir)
+	switch {
+	case err != nil:
+		return control.Done{Code: control.CodeNotExist, Error: fmt.Sprintf("cwd %q does not exist in the workspace", cwd)}, false
+	case !fi.IsDir():
+		return control.Done{Code: control.CodeNotDir, Error: fmt.Sprintf("cwd %q is not a directory", cwd)}, false
+	}
+	return control.Done{}, true
+}
+
+// drainInput passes the client's frames to p until the client's end frame
+// (nil) or its going away (io.EOF): data to stdin, resizes to the terminal.
+func drainInput(fr *control.Reader, p *process) error {
+	for {
+		kind, b, err := fr.Next()
+		if err != nil {
+			return io.EOF
+		}
+		switch kind {
+		case control.FrameEnd:
+			return nil
+		case control.FrameData:
+			p.writeStdin(b)
+		case control.FrameResize:
+			var size control.Resize
+			if json.Unmarshal(b, &size) == nil {
+				_ = p.resize(size)
+			}
+		}
+	}
+}
+
+// follow writes p's output from offset off to fw as frames (with a dropped
+// frame where the follower missed output), then, when wait, everything
+// written until the output ends. It returns the offset after what it wrote,
+// or early when a write to the client fails.
+func follow(p *process, fw *control.Writer, off int64, wait bool) int64 {
+	for {
+		chunks, missed, next, ended, changed := p.out.readFrom(off)
+		if missed > 0 {
+			if fw.Frame(control.FrameDropped, []byte(strconv.FormatInt(missed, 10))) != nil {
+				return next
+			}
+		}
+		for _, c := range chunks {
+			if fw.Frame(c.stream, c.data) != nil {
+				return next
+			}
+		}
+		off = next
+		if ended || !wait {
+			return off
+		}
+		<-changed
+	}
 }
 
 // treeKiller kills a command's tree once, and never after the command was
@@ -113,15 +155,6 @@ func (k *treeKiller) finish() string {
 	defer k.mu.Unlock()
 	k.finished = true
 	return k.reason
-}
-
-// stdinWriter writes to a command's stdin and ignores a command that stopped
-// reading (EPIPE), so the client's frames are still drained.
-type stdinWriter struct{ w io.Writer }
-
-func (s stdinWriter) Write(p []byte) (int, error) {
-	_, _ = s.w.Write(p)
-	return len(p), nil
 }
 
 // exitCodeOf maps a start failure to the shell's codes: 127 not found, 126

@@ -32,6 +32,7 @@ type initServer struct {
 	env       map[string]string // base environment of every command (under mu)
 	workspace *os.File          // the workspace directory, for file operations
 	reaper    *reaper
+	procs     *table
 }
 
 // Run is the init of a sandbox, run inside it as the sandbox user: it
@@ -102,7 +103,7 @@ func Run(hooks Hooks) int {
 		return initFail("signal ready", err)
 	}
 	_ = ready.Close()
-	s := &initServer{env: env, workspace: ws, reaper: rp}
+	s := &initServer{env: env, workspace: ws, reaper: rp, procs: newTable()}
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -151,6 +152,13 @@ func (s *initServer) handlers() map[string]handler {
 		control.OpPing:      func(control.Request, *control.Reader, *control.Writer) control.Done { return control.Done{} },
 		control.OpConfigure: s.configure,
 		control.OpExec:      s.exec,
+		control.OpStart:     s.start,
+		control.OpProcesses: s.processes,
+		control.OpProcess:   s.process,
+		control.OpOutput:    s.output,
+		control.OpSignal:    s.signal,
+		control.OpStdin:     s.stdin,
+		control.OpAttach:    s.attach,
 		control.OpPut:       func(req control.Request, fr *control.Reader, _ *control.Writer) control.Done { return s.put(req, fr) },
 		control.OpGet:       func(req control.Request, _ *control.Reader, fw *control.Writer) control.Done { return s.get(req, fw) },
 		control.OpList:      s.list,

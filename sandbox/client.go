@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"net"
+	"strconv"
 	"time"
 
 	"openvibe.network/agentsandbox"
@@ -27,7 +28,9 @@ func (r *Runtime) Exec(ctx context.Context, id string, req agentsandbox.ExecRequ
 }
 
 // ExecStream is Exec with standard input streamed from stdin (req.Stdin is
-// ignored); stdin may be nil for none. A stdin whose Read blocks may still
+// ignored); stdin may be nil for none. When the init had to drop output
+// (the caller read more slowly than the command wrote, by more than its
+// buffer), a stdout or stderr with a Dropped(n int64) method is told. A stdin whose Read blocks may still
 // be read from, once, after ExecStream returned (as os/exec does).
 func (r *Runtime) ExecStream(ctx context.Context, id string, req agentsandbox.ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (agentsandbox.ExecResult, error) {
 	b, err := r.get(id)
@@ -43,9 +46,7 @@ func (r *Runtime) ExecStream(ctx context.Context, id string, req agentsandbox.Ex
 		}
 	}
 	before, evErr := b.group.Events()
-	c, fw, end, err := r.request(ctx, b, control.Request{
-		Op: control.OpExec, Argv: req.Argv, Env: req.Env, Cwd: req.Cwd, Timeout: int64(req.Timeout),
-	})
+	c, fw, end, err := r.request(ctx, b, execRequest(control.OpExec, req))
 	if err != nil {
 		return r.lostConnection(ctx, b, err)
 	}
@@ -58,8 +59,8 @@ func (r *Runtime) ExecStream(ctx context.Context, id string, req agentsandbox.Ex
 	if err != nil {
 		return r.lostConnection(ctx, b, err)
 	}
-	if done.Code != "" {
-		return agentsandbox.ExecResult{}, fmt.Errorf("exec: %s", done.Error)
+	if err := codeError(done); err != nil {
+		return agentsandbox.ExecResult{}, fmt.Errorf("exec: %w", err)
 	}
 	res := agentsandbox.ExecResult{ExitCode: done.ExitCode, Reason: done.Reason}
 	if res.Reason == "" && res.ExitCode != 0 && evErr == nil {
@@ -189,7 +190,8 @@ func (r *Runtime) dial(ctx context.Context, b *sandboxState) (net.Conn, error) {
 var errOutput = errors.New("write output")
 
 // readReply reads the init's frames, writing data frames to their writers,
-// until the done frame.
+// until the done frame. A dropped frame is told to a writer of out that has
+// a Dropped(n int64) method.
 func readReply(c net.Conn, out map[byte]io.Writer) (control.Done, error) {
 	fr := control.NewReader(c)
 	for {
@@ -197,12 +199,22 @@ func readReply(c net.Conn, out map[byte]io.Writer) (control.Done, error) {
 		if err != nil {
 			return control.Done{}, fmt.Errorf("read reply: %w", err)
 		}
-		if kind == control.FrameDone {
+		switch kind {
+		case control.FrameDone:
 			var d control.Done
 			if err := json.Unmarshal(p, &d); err != nil {
 				return control.Done{}, fmt.Errorf("read reply: %w", err)
 			}
 			return d, nil
+		case control.FrameDropped:
+			n, _ := strconv.ParseInt(string(p), 10, 64)
+			for _, w := range out {
+				if d, ok := w.(interface{ Dropped(int64) }); ok {
+					d.Dropped(n)
+					break
+				}
+			}
+			continue
 		}
 		if w := out[kind]; w != nil {
 			if _, err := w.Write(p); err != nil {
@@ -212,13 +224,23 @@ func readReply(c net.Conn, out map[byte]io.Writer) (control.Done, error) {
 	}
 }
 
+// execRequest is the control request of op for req.
+func execRequest(op string, req agentsandbox.ExecRequest) control.Request {
+	return control.Request{
+		Op: op, Argv: req.Argv, Env: req.Env, Cwd: req.Cwd, Timeout: int64(req.Timeout),
+		TTY: req.TTY, Size: control.Resize{Rows: req.Rows, Cols: req.Cols},
+	}
+}
+
 // codeError is the error of a done frame's code: the sentinels for the codes
 // that mean something to a caller (wrapped with the init's message), else
 // the message.
 func codeError(done control.Done) error {
 	sentinel := map[string]error{
 		control.CodePath: ErrPath, control.CodeNotExist: fs.ErrNotExist, control.CodeNoSpace: ErrNoSpace,
-		control.CodeIsDir: ErrIsDir, control.CodeNotDir: ErrNotDir,
+		control.CodeIsDir: ErrIsDir, control.CodeNotDir: ErrNotDir, control.CodeNoProcess: ErrNoProcess,
+		control.CodeInvalid: ErrInvalid, control.CodeExists: ErrExists, control.CodeNotEmpty: ErrNotEmpty,
+		control.CodeTooLarge: ErrTooLarge,
 	}[done.Code]
 	switch {
 	case done.Code == "":

@@ -77,6 +77,17 @@ var (
 	ErrIsDir = errors.New("sandbox: is a directory")
 	// ErrNotDir is returned when a part of a path is not a directory.
 	ErrNotDir = errors.New("sandbox: not a directory")
+	// ErrNoProcess is returned for a pid that is not one of the sandbox's
+	// commands, or one that has ended (for a signal).
+	ErrNoProcess = errors.New("sandbox: no such process")
+	// ErrInvalid is returned for a request the init refuses as invalid (its
+	// message says why).
+	ErrInvalid = errors.New("sandbox: invalid request")
+	// ErrExists, ErrNotEmpty and ErrTooLarge are file operations refused:
+	// the path exists, the directory is not empty, the upload is too large.
+	ErrExists   = errors.New("sandbox: the path exists")
+	ErrNotEmpty = errors.New("sandbox: the directory is not empty")
+	ErrTooLarge = errors.New("sandbox: too large")
 )
 
 // EgressAttacher gives each sandbox its own socket into the worker's egress
