@@ -228,7 +228,7 @@ func (h *Hierarchy) Groups() ([]string, error) {
 }
 
 // controllers are the ones a group uses, in the order of its dirs.
-var controllers = []string{ctlMemory, ctlPids, ctlCPU, ctlFreezer}
+var controllers = []string{ctlMemory, ctlPids, ctlCPU, ctlFreezer, ctlCPUAcct}
 
 // ctlOf names the controllers whose hierarchy holds dir ("cpu,freezer").
 func (g *Group) ctlOf(dir string) string {

@@ -303,3 +303,26 @@ func TestOpenAndGroups(t *testing.T) {
 		t.Fatal("Open accepted ../x")
 	}
 }
+
+func TestUsage(t *testing.T) {
+	h := realHierarchy(t, Options{})
+	g := newGroup(t, h, Limits{Pids: 16, MemoryBytes: 256 << 20})
+	// sh burns CPU for a moment, then starts a sleep and waits.
+	p := startIn(t, g, `i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; sleep 300 & echo started; wait`)
+	if line := p.readLine(t); line != "started" {
+		t.Fatalf("sh wrote %q", line)
+	}
+	u, err := g.Usage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.Pids != 2 {
+		t.Errorf("pids %d, want sh and its sleep", u.Pids)
+	}
+	if u.MemoryBytes <= 0 || u.PeakBytes < u.MemoryBytes {
+		t.Errorf("memory %d peak %d, want 0 < memory <= peak", u.MemoryBytes, u.PeakBytes)
+	}
+	if u.CPUSeconds <= 0 {
+		t.Errorf("cpu %v s after a busy loop, want > 0", u.CPUSeconds)
+	}
+}

@@ -20,10 +20,12 @@ const (
 	ctlPids    = "pids"
 	ctlCPU     = "cpu"
 	ctlFreezer = "freezer"
+	ctlCPUAcct = "cpuacct"
 )
 
 // required are the controllers every sandbox group needs; the v1 freezer is
-// optional (Kill works without it, only less atomically).
+// optional (Kill works without it, only less atomically), and so is the v1
+// cpuacct (without it Usage has no CPU time).
 var required = []string{ctlMemory, ctlPids, ctlCPU}
 
 // layout is what detection decided: the version and, per controller, the
@@ -87,7 +89,7 @@ func detect(table, root string, read func(path string) ([]byte, error)) (layout,
 		if m.FSType != "cgroup" || !under(m.Point, root) {
 			continue
 		}
-		for _, c := range append(slices.Clone(required), ctlFreezer) {
+		for _, c := range append(slices.Clone(required), ctlFreezer, ctlCPUAcct) {
 			if _, done := dirs[c]; !done && slices.Contains(m.SuperOptions, c) {
 				dirs[c] = m.Point
 			}

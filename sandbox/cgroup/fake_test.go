@@ -162,3 +162,33 @@ func TestFakeEventsErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestFakeV2Usage(t *testing.T) {
+	h, _ := fakeV2(t)
+	g, err := h.Create("box", Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := g.Paths()[0]
+	for f, s := range map[string]string{
+		"memory.current": "4096\n", "memory.peak": "8192\n", "pids.current": "3\n",
+		"cpu.stat": "usage_usec 1500000\nuser_usec 1000000\nsystem_usec 500000\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	u, err := g.Usage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (Usage{MemoryBytes: 4096, PeakBytes: 8192, CPUSeconds: 1.5, Pids: 3}); u != want {
+		t.Fatalf("usage %+v, want %+v", u, want)
+	}
+	if err := os.Remove(filepath.Join(dir, "pids.current")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Usage(); err == nil || !strings.Contains(err.Error(), "pids.current") {
+		t.Fatalf("usage without pids.current: %v, want an error naming it", err)
+	}
+}

@@ -165,6 +165,48 @@ func (g *Group) waitEmpty(ctx context.Context) error {
 	}
 }
 
+// Usage is what a group uses now.
+type Usage struct {
+	// MemoryBytes is its memory now (tmpfs pages included), PeakBytes the
+	// most it used (0 where the kernel does not keep it).
+	MemoryBytes, PeakBytes int64
+	// CPUSeconds is the CPU time its tasks used (0 on v1 without cpuacct).
+	CPUSeconds float64
+	// Pids is its number of tasks.
+	Pids int
+}
+
+// Usage reads the group's counters. It fails when the memory or pids
+// counter cannot be read.
+func (g *Group) Usage() (Usage, error) {
+	mem, peak := "memory.current", "memory.peak"
+	if g.h.version == 1 {
+		mem, peak = "memory.usage_in_bytes", "memory.max_usage_in_bytes"
+	}
+	memory, err := readKey(filepath.Join(g.ctl[ctlMemory], mem), "")
+	if err != nil {
+		return Usage{}, fmt.Errorf("cgroup usage %s: %w", g.name, err)
+	}
+	pids, err := readKey(filepath.Join(g.ctl[ctlPids], "pids.current"), "")
+	if err != nil {
+		return Usage{}, fmt.Errorf("cgroup usage %s: %w", g.name, err)
+	}
+	u := Usage{MemoryBytes: int64(memory), Pids: pids}
+	if n, err := readKey(filepath.Join(g.ctl[ctlMemory], peak), ""); err == nil {
+		u.PeakBytes = int64(n)
+	}
+	if g.h.version == 2 {
+		if usec, err := readKey(filepath.Join(g.ctl[ctlCPU], "cpu.stat"), "usage_usec"); err == nil {
+			u.CPUSeconds = float64(usec) / 1e6
+		}
+	} else if d, ok := g.ctl[ctlCPUAcct]; ok {
+		if ns, err := readKey(filepath.Join(d, "cpuacct.usage"), ""); err == nil {
+			u.CPUSeconds = float64(ns) / 1e9
+		}
+	}
+	return u, nil
+}
+
 // Events are counters of limits that were hit.
 type Events struct {
 	// OOMKills counts processes the kernel killed for the memory limit
