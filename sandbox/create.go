@@ -51,7 +51,10 @@ type sandboxState struct {
 	stderr *tailBuffer
 	detach func()
 	timer  *time.Timer
-	direct *directRun // set for a one-command sandbox (Runtime.Run)
+	// readyAt is when the sandbox first accepted commands: its time box
+	// counts from there (under the runtime's mu, as timer and info are).
+	readyAt time.Time
+	direct  *directRun // set for a one-command sandbox (Runtime.Run)
 
 	mu     sync.Mutex
 	reason string // why the sandbox ended: time_box, deleted, memory, exited
@@ -147,7 +150,8 @@ func (r *Runtime) Create(ctx context.Context, opts Options) (Info, error) {
 	r.boxes[b.id] = b
 	// The time box counts from the moment the sandbox accepts commands, and
 	// ExpiresAt says exactly when its timer fires.
-	b.info.ExpiresAt = r.cfg.Now().Add(opts.TimeBox)
+	b.readyAt = r.cfg.Now()
+	b.info.ExpiresAt = b.readyAt.Add(opts.TimeBox)
 	b.timer = time.AfterFunc(opts.TimeBox, func() { r.endSandbox(b.id, "time_box") })
 	r.mu.Unlock()
 	go r.watch(b)
