@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"openvibe.network/agentsandbox"
 )
 
@@ -53,6 +54,43 @@ func TestLimitsWithDefaults(t *testing.T) {
 				t.Errorf("got %+v, want %+v", got, tt.out)
 			}
 		})
+	}
+}
+
+func TestLimitsCheckAndWithin(t *testing.T) {
+	type L = agentsandbox.Limits
+	bounds := L{MemoryMB: 1024, DiskMB: 256, Pids: 128, CPUPercent: 100}
+	tests := []struct {
+		name        string
+		in          L
+		check, with error
+	}{
+		{"Defaults", L{}.WithDefaults(), nil, &agentsandbox.LimitError{Field: "memory_mb", Value: 2048, Min: 16, Max: 1024}},
+		{"Zero", L{}, &agentsandbox.LimitError{Field: "memory_mb", Value: 0, Min: 16}, nil},
+		{"AtBounds", bounds, nil, nil},
+		{"AtMinimums", L{MemoryMB: 16, DiskMB: 1, Pids: 16, CPUPercent: 1}, nil, nil},
+		{"PidsLow", L{MemoryMB: 64, DiskMB: 8, Pids: 15, CPUPercent: 50},
+			&agentsandbox.LimitError{Field: "pids", Value: 15, Min: 16}, &agentsandbox.LimitError{Field: "pids", Value: 15, Min: 16, Max: 128}},
+		{"CPUHigh", L{CPUPercent: 101}, &agentsandbox.LimitError{Field: "memory_mb", Value: 0, Min: 16},
+			&agentsandbox.LimitError{Field: "cpu_percent", Value: 101, Min: 1, Max: 100}},
+		{"DiskNegative", L{DiskMB: -1}, &agentsandbox.LimitError{Field: "memory_mb", Value: 0, Min: 16},
+			&agentsandbox.LimitError{Field: "disk_mb", Value: -1, Min: 1, Max: 256}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.check, tt.in.Check()); diff != "" {
+				t.Errorf("Check (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tt.with, tt.in.Within(bounds)); diff != "" {
+				t.Errorf("Within (-want +got):\n%s", diff)
+			}
+		})
+	}
+	if got, want := (&agentsandbox.LimitError{Field: "pids", Value: 200, Min: 16, Max: 128}).Error(), "pids is 200; give 16 to 128"; got != want {
+		t.Errorf("Error() = %q, want %q", got, want)
+	}
+	if got, want := (L{Pids: 32}).Or(bounds), (L{MemoryMB: 1024, DiskMB: 256, Pids: 32, CPUPercent: 100}); got != want {
+		t.Errorf("Or = %+v, want %+v", got, want)
 	}
 }
 

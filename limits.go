@@ -1,6 +1,9 @@
 package agentsandbox
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // Time-box bounds: how long a sandbox lives, counted from when it accepts
 // commands. The check-in reports them as limits.time_box_minutes.
@@ -33,20 +36,87 @@ type Limits struct {
 
 // WithDefaults returns l with every zero field set to its default.
 func (l Limits) WithDefaults() Limits {
-	for _, f := range []struct {
-		v   *int
-		def int
-	}{
-		{&l.MemoryMB, DefaultMemoryMB}, {&l.DiskMB, DefaultDiskMB},
-		{&l.Pids, DefaultPids}, {&l.CPUPercent, DefaultCPUPercent},
-	} {
-		if *f.v == 0 {
-			*f.v = f.def
-		}
-	}
-	return l
+	return l.Or(Limits{MemoryMB: DefaultMemoryMB, DiskMB: DefaultDiskMB, Pids: DefaultPids, CPUPercent: DefaultCPUPercent})
 }
 
 // EgressPorts returns the only destination ports the egress guard allows,
 // in order. The slice is the caller's own.
 func EgressPorts() []uint16 { return []uint16{80, 443} }
+
+// Minimums of Limits: less and a sandbox cannot start (its init and
+// bubblewrap use about 8 tasks and a few MB).
+const (
+	MinMemoryMB   = 16
+	MinDiskMB     = 1
+	MinPids       = 16
+	MinCPUPercent = 1
+)
+
+// LimitError says which limit is out of range and what is allowed.
+type LimitError struct {
+	// Field is the limit's JSON name (memory_mb, disk_mb, pids, cpu_percent).
+	Field string
+	Value int
+	// Min and Max bound it; Max 0 means no upper bound.
+	Min, Max int
+}
+
+// Error implements error: "memory_mb is 4096; give 16 to 2048".
+func (e *LimitError) Error() string {
+	if e.Max == 0 {
+		return fmt.Sprintf("%s is %d; give at least %d", e.Field, e.Value, e.Min)
+	}
+	return fmt.Sprintf("%s is %d; give %d to %d", e.Field, e.Value, e.Min, e.Max)
+}
+
+// fields lists l's limits with their JSON names and minimums.
+func (l *Limits) fields() []struct {
+	name string
+	v    *int
+	min  int
+} {
+	return []struct {
+		name string
+		v    *int
+		min  int
+	}{
+		{"memory_mb", &l.MemoryMB, MinMemoryMB}, {"disk_mb", &l.DiskMB, MinDiskMB},
+		{"pids", &l.Pids, MinPids}, {"cpu_percent", &l.CPUPercent, MinCPUPercent},
+	}
+}
+
+// Check returns a *LimitError for the first limit of l below its minimum,
+// zero included: limits a worker is configured with.
+func (l Limits) Check() error {
+	for _, f := range l.fields() {
+		if *f.v < f.min {
+			return &LimitError{Field: f.name, Value: *f.v, Min: f.min}
+		}
+	}
+	return nil
+}
+
+// Within returns a *LimitError for the first limit of l outside its
+// minimum and the same limit of bounds: limits a sandbox asks for of a
+// worker whose limits are bounds. A zero limit of l is allowed (it takes
+// the bound).
+func (l Limits) Within(bounds Limits) error {
+	bf := bounds.fields()
+	for i, f := range l.fields() {
+		if *f.v != 0 && (*f.v < f.min || *f.v > *bf[i].v) {
+			return &LimitError{Field: f.name, Value: *f.v, Min: f.min, Max: *bf[i].v}
+		}
+	}
+	return nil
+}
+
+// Or returns l with every zero limit set to that of def.
+func (l Limits) Or(def Limits) Limits {
+	df := def.fields()
+	for i, f := range l.fields() {
+		if *f.v == 0 {
+			*f.v = *df[i].v
+		}
+	}
+	return l
+}

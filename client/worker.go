@@ -231,7 +231,7 @@ func (w *Worker) List(ctx context.Context) ([]Sandbox, error) {
 // Delete wipes a sandbox. It fails with ErrNotFound for an unknown one, and
 // with a 500 *APIError listing Leftovers when the wipe could not verify.
 func (w *Worker) Delete(ctx context.Context, id string) error {
-	if err := w.doJSON(ctx, http.MethodDelete, sandboxPath(id), nil, nil, http.StatusNoContent); err != nil {
+	if err := w.doJSON(ctx, http.MethodDelete, sandboxPath(id), nil, nil, http.StatusOK); err != nil {
 		return fmt.Errorf("delete sandbox: %w", err)
 	}
 	return nil

@@ -41,6 +41,9 @@ func (s *initServer) exec(req control.Request, fr *control.Reader, fw *control.W
 		_ = drain(fr, nil)
 		return control.Done{ExitCode: code}
 	}
+	if fw.Frame(control.FrameStarted, []byte(strconv.Itoa(p.info.Pid))) != nil {
+		p.killer.kill("deleted")
+	}
 	go func() {
 		err := drainInput(fr, p)
 		p.closeStdin()

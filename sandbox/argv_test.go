@@ -107,6 +107,7 @@ func TestResolve(t *testing.T) {
 		{"ErrTimeBoxNegative", Options{TimeBox: -time.Second}, Options{}, "time box"},
 		{"ErrPidsTooFew", Options{Limits: agentsandbox.Limits{Pids: 8}}, Options{}, "at least 16"},
 		{"ErrMemoryTooSmall", Options{Limits: agentsandbox.Limits{MemoryMB: 4}}, Options{}, "at least 16"},
+		{"ErrDiskNegative", Options{Limits: agentsandbox.Limits{DiskMB: -1}}, Options{}, "limit disk_mb is -1; give at least 1"},
 		{"ErrEnvName", Options{Env: map[string]string{"": "x"}}, Options{}, "env"},
 		{"ErrEnvValueNUL", Options{Env: map[string]string{"K": "a\x00--bind"}}, Options{}, "NUL"},
 	} {

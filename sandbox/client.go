@@ -28,10 +28,13 @@ func (r *Runtime) Exec(ctx context.Context, id string, req agentsandbox.ExecRequ
 }
 
 // ExecStream is Exec with standard input streamed from stdin (req.Stdin is
-// ignored); stdin may be nil for none. When the init had to drop output
+// ignored); stdin may be nil for none. A stdout or stderr with a
+// Started(pid int) method is told the command's pid once it started (before
+// any of its output; never for a request refused before it started); one
+// with a Dropped(n int64) method is told when the init had to drop output
 // (the caller read more slowly than the command wrote, by more than its
-// buffer), a stdout or stderr with a Dropped(n int64) method is told. A stdin whose Read blocks may still
-// be read from, once, after ExecStream returned (as os/exec does).
+// buffer). A stdin whose Read blocks may still be read from, once, after
+// ExecStream returned (as os/exec does).
 func (r *Runtime) ExecStream(ctx context.Context, id string, req agentsandbox.ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (agentsandbox.ExecResult, error) {
 	b, err := r.get(id)
 	if err != nil {
@@ -47,6 +50,9 @@ func (r *Runtime) ExecStream(ctx context.Context, id string, req agentsandbox.Ex
 	}
 	before, evErr := b.group.Events()
 	c, fw, end, err := r.request(ctx, b, execRequest(control.OpExec, req))
+	if errors.Is(err, ErrTooLarge) {
+		return agentsandbox.ExecResult{}, fmt.Errorf("exec: %w", err)
+	}
 	if err != nil {
 		return r.lostConnection(ctx, b, err)
 	}
@@ -166,6 +172,9 @@ func (r *Runtime) request(ctx context.Context, b *sandboxState, req control.Requ
 	fw = control.NewWriter(c)
 	if err := fw.JSON(control.FrameRequest, req); err != nil {
 		end()
+		if errors.Is(err, control.ErrFrameTooLarge) {
+			return nil, nil, nil, fmt.Errorf("the request (argv and env) is too large: %w", ErrTooLarge)
+		}
 		return nil, nil, nil, err
 	}
 	return c, fw, end, nil
@@ -191,7 +200,8 @@ var errOutput = errors.New("write output")
 
 // readReply reads the init's frames, writing data frames to their writers,
 // until the done frame. A dropped frame is told to a writer of out that has
-// a Dropped(n int64) method.
+// a Dropped(n int64) method, a started frame to one with a Started(pid int)
+// method.
 func readReply(c net.Conn, out map[byte]io.Writer) (control.Done, error) {
 	fr := control.NewReader(c)
 	for {
@@ -211,6 +221,15 @@ func readReply(c net.Conn, out map[byte]io.Writer) (control.Done, error) {
 			for _, w := range out {
 				if d, ok := w.(interface{ Dropped(int64) }); ok {
 					d.Dropped(n)
+					break
+				}
+			}
+			continue
+		case control.FrameStarted:
+			pid, _ := strconv.Atoi(string(p))
+			for _, w := range out {
+				if s, ok := w.(interface{ Started(int) }); ok {
+					s.Started(pid)
 					break
 				}
 			}

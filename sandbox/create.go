@@ -18,9 +18,6 @@ import (
 const (
 	// MinTimeBox is the shortest time box (short ones serve tests).
 	MinTimeBox = time.Second
-	// minPids is the smallest pids limit: bubblewrap and the init use about 8
-	// tasks (the init's threads count).
-	minPids = 16
 	// startTimeout bounds a sandbox's start when ctx has no deadline.
 	startTimeout = 30 * time.Second
 )
@@ -83,29 +80,9 @@ func resolve(o Options) (Options, error) {
 	if o.TimeBox < MinTimeBox || o.TimeBox > agentsandbox.MaxTimeBox {
 		return o, fmt.Errorf("time box %v is not within %v..%v", o.TimeBox, MinTimeBox, agentsandbox.MaxTimeBox)
 	}
-	l := &o.Limits
-	for _, f := range []struct {
-		name string
-		v    *int
-		def  int
-	}{
-		{"memory_mb", &l.MemoryMB, agentsandbox.DefaultMemoryMB},
-		{"disk_mb", &l.DiskMB, agentsandbox.DefaultDiskMB},
-		{"pids", &l.Pids, agentsandbox.DefaultPids},
-		{"cpu_percent", &l.CPUPercent, agentsandbox.DefaultCPUPercent},
-	} {
-		if *f.v < 0 {
-			return o, fmt.Errorf("limit %s is %d; it must be positive (0 takes the default %d)", f.name, *f.v, f.def)
-		}
-		if *f.v == 0 {
-			*f.v = f.def
-		}
-	}
-	if l.Pids < minPids {
-		return o, fmt.Errorf("limit pids is %d; a sandbox needs at least %d (its init and bubblewrap use about 8)", l.Pids, minPids)
-	}
-	if l.MemoryMB < 16 {
-		return o, fmt.Errorf("limit memory_mb is %d; a sandbox needs at least 16", l.MemoryMB)
+	o.Limits = o.Limits.WithDefaults()
+	if err := o.Limits.Check(); err != nil {
+		return o, fmt.Errorf("limit %w", err)
 	}
 	for k, v := range o.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") {

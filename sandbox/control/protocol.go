@@ -28,6 +28,10 @@ const (
 	// FrameDropped (from the init, while following output) is a decimal
 	// count of output bytes a slow follower missed at this point.
 	FrameDropped = 'L'
+	// FrameStarted (from the init, during OpExec) is the decimal pid of the
+	// command, sent once it started; a request refused before (a missing
+	// cwd) gets none.
+	FrameStarted = 'S'
 )
 
 // MaxFrame bounds a frame's payload; larger writes are split.
@@ -143,6 +147,7 @@ type Writer struct {
 	w  io.Writer
 }
 
+// Frame writes p as frames of kind: one, or several of at most MaxFrame.
 func (f *Writer) Frame(kind byte, p []byte) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -159,10 +164,18 @@ func (f *Writer) Frame(kind byte, p []byte) error {
 	return nil
 }
 
+// ErrFrameTooLarge is returned by JSON for a value that does not fit in one
+// frame (a request whose argv and env are too large).
+var ErrFrameTooLarge = errors.New("larger than a frame")
+
+// JSON writes v as one frame of kind.
 func (f *Writer) JSON(kind byte, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("encode frame: %w", err)
+	}
+	if len(b) > MaxFrame {
+		return fmt.Errorf("encode frame: %d bytes: %w of %d", len(b), ErrFrameTooLarge, MaxFrame)
 	}
 	return f.Frame(kind, b)
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"path"
@@ -32,6 +33,16 @@ type ExecRequest struct {
 	StdinBase64 *string `json:"stdin_base64,omitempty"`
 	// TimeoutSeconds ends the command (not the sandbox); 0 means the time box.
 	TimeoutSeconds int `json:"timeout_seconds,omitempty"`
+	// Background starts the command and answers 201 with its process at
+	// once; it runs on (see the processes routes) until it exits, is
+	// signalled or the sandbox ends. Stdin and TimeoutSeconds are refused
+	// with it: write to its stdin route, signal it.
+	Background bool `json:"background,omitempty"`
+	// TTY runs the command on a terminal of the sandbox's own, Rows×Cols
+	// (default 24×80); its output is one stream, stdout.
+	TTY  bool `json:"tty,omitempty"`
+	Rows int  `json:"rows,omitempty"`
+	Cols int  `json:"cols,omitempty"`
 }
 
 // ExecEvent is one line of the NDJSON answer of an exec. Output events have
@@ -40,8 +51,8 @@ type ExecRequest struct {
 type ExecEvent struct {
 	// Stream is "stdout" or "stderr" on output events.
 	Stream string `json:"stream,omitempty"`
-	// Data is the output as text; when DataBase64 is set, Data is a lossy
-	// rendering and DataBase64 holds the exact bytes.
+	// Data is the output when it is text (UTF-8); DataBase64, set instead,
+	// holds output that is not.
 	Data       string `json:"data,omitempty"`
 	DataBase64 string `json:"data_base64,omitempty"`
 	// DroppedBytes, on an output event without data, is how much output of
@@ -55,6 +66,8 @@ type ExecEvent struct {
 	Reason string `json:"reason,omitempty"`
 	// Error is set on the last event when the command could not be run.
 	Error *Error `json:"error,omitempty"`
+	// Process, on the last event of a process's output, is its record.
+	Process *Process `json:"process,omitempty"`
 }
 
 // toExecRequest validates req and converts it for the runtime.
@@ -69,12 +82,24 @@ func toExecRequest(req ExecRequest) (agentsandbox.ExecRequest, error) {
 	if err := validateEnv("env", req.Env); err != nil {
 		return out, err
 	}
+	if err := checkCommandSize(req.Argv); err != nil {
+		return out, err
+	}
 	cwd, err := cwdOf(req.Cwd)
 	if err != nil {
 		return out, err
 	}
 	if req.TimeoutSeconds < 0 || req.TimeoutSeconds > int(agentsandbox.MaxTimeBox/time.Second) {
 		return out, badRequest("timeout_seconds is %d; give 0 (the time box) to %d", req.TimeoutSeconds, int(agentsandbox.MaxTimeBox/time.Second))
+	}
+	if req.Rows < 0 || req.Rows > maxTermSize || req.Cols < 0 || req.Cols > maxTermSize {
+		return out, badRequest("rows and cols are %d×%d; give 1 to %d each (0: 24×80)", req.Rows, req.Cols, maxTermSize)
+	}
+	if (req.Rows != 0 || req.Cols != 0) && !req.TTY {
+		return out, badRequest("rows and cols are for a terminal; add \"tty\": true or leave them out")
+	}
+	if req.Background && (req.Stdin != nil || req.StdinBase64 != nil || req.TimeoutSeconds != 0) {
+		return out, badRequest("a background command takes no stdin or timeout_seconds; write to POST …/processes/{pid}/stdin and signal it instead")
 	}
 	var stdin []byte
 	switch {
@@ -88,7 +113,33 @@ func toExecRequest(req ExecRequest) (agentsandbox.ExecRequest, error) {
 		}
 	}
 	return agentsandbox.ExecRequest{Argv: req.Argv, Env: req.Env, Cwd: cwd, Stdin: stdin,
-		Timeout: time.Duration(req.TimeoutSeconds) * time.Second}, nil
+		Timeout: time.Duration(req.TimeoutSeconds) * time.Second,
+		TTY:     req.TTY, Rows: uint16(req.Rows), Cols: uint16(req.Cols)}, nil
+}
+
+// Bounds of a command, as Linux's execve has them: each string at most
+// 128 KiB, and argv with the env (this request's and the sandbox's) well
+// inside its total.
+const (
+	maxArgBytes  = 128 << 10
+	maxArgvBytes = 256 << 10
+	maxTermSize  = 1000
+)
+
+// checkCommandSize refuses an argv the sandbox could not execute (env is
+// bounded by validateEnv).
+func checkCommandSize(argv []string) error {
+	total := 0
+	for i, a := range argv {
+		if len(a) > maxArgBytes {
+			return badRequest("argv[%d] is %d bytes; at most %d are allowed per argument (put large input in a file or stdin)", i, len(a), maxArgBytes)
+		}
+		total += len(a) + 1
+	}
+	if total > maxArgvBytes {
+		return badRequest("argv is %d bytes; at most %d are allowed (put large input in a file or stdin)", total, maxArgvBytes)
+	}
+	return nil
 }
 
 // cwdOf turns a cwd into a path relative to /workspace, refusing one that
@@ -127,16 +178,29 @@ func workspacePath(field, p string) (string, error) {
 
 // exists reports whether the runtime has a sandbox id.
 func (s *Server) exists(id string) bool {
-	return slices.ContainsFunc(s.cfg.Runtime.List(), func(in sandbox.Info) bool { return in.ID == id })
+	_, ok := s.info(id)
+	return ok
 }
 
-// exec handles POST /v1/sandboxes/{id}/exec. After the checks it commits to
-// 200 and streams NDJSON events. The command's output goes into a bounded
-// queue (Config.StreamBuffer) that this goroutine drains to the client, one
-// flushed event per chunk; the command never waits for the client. When the
-// queue is full, output is dropped and an event says how much. When one
-// write to the client takes longer than Config.WriteTimeout, the client is
-// taken as gone and the command is cancelled.
+// info returns sandbox id's Info, or false.
+func (s *Server) info(id string) (sandbox.Info, bool) {
+	for _, in := range s.cfg.Runtime.List() {
+		if in.ID == id {
+			return in, true
+		}
+	}
+	return sandbox.Info{}, false
+}
+
+// exec handles POST /v1/sandboxes/{id}/exec. A background command is
+// started and answered with 201 and its process. A foreground one is
+// answered once it started (a request refused before, such as a missing
+// cwd, is a plain error answer) with 200 and NDJSON events. Its output goes
+// into a bounded queue (Config.StreamBuffer) that this goroutine drains to
+// the client, one flushed event per chunk; the command never waits for the
+// client. When the queue is full, output is dropped and an event says how
+// much. When one write to the client takes longer than Config.WriteTimeout,
+// or the client closes the request, the command is killed.
 func (s *Server) exec(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
 	var body ExecRequest
@@ -149,6 +213,15 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) error {
 	}
 	if !s.exists(id) {
 		return errSandboxNotFound(id)
+	}
+	if body.Background {
+		p, err := s.cfg.Runtime.Start(r.Context(), id, req)
+		if err != nil {
+			return execError(id, body.Cwd, err)
+		}
+		addLog(r.Context(), slog.Int("pid", p.Pid))
+		writeJSON(w, http.StatusCreated, processOf(p))
+		return nil
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
@@ -163,22 +236,52 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) error {
 		done <- outcome{res, err}
 	}()
 
+	var end outcome
+	finished := false
+	select { // the start, or output of a command that could not start, or the end
+	case <-q.started:
+	case <-q.wake:
+	case end = <-done:
+		finished = true
+		if total, _ := q.counts(); end.err != nil && total == [2]int64{} {
+			return execError(id, body.Cwd, end.err)
+		}
+	}
 	ew := s.newEventWriter(w)
 	ew.start()
-	var end outcome
-	for running := true; running; {
+	for !finished {
 		select {
 		case <-q.wake:
 		case end = <-done:
-			running = false
+			finished = true
 		}
 		if !ew.send(q.take()) {
 			cancel() // the client stopped reading: end the command
 		}
 	}
+	ew.send(q.take())
 	ew.finish(finalEvent(id, end.res, end.err, q))
 	addLog(r.Context(), execLog(q, ew, end.res, end.err)...)
 	return nil
+}
+
+// execError maps an error of a command that did not start.
+func execError(id, cwd string, err error) error {
+	switch {
+	case errors.Is(err, sandbox.ErrNotFound):
+		return errSandboxNotFound(id)
+	case errors.Is(err, fs.ErrNotExist):
+		return badRequest("cwd %q does not exist in the workspace; make it first (PUT …/files/DIR/ with X-File-Type: directory) or give another", cwd)
+	case errors.Is(err, sandbox.ErrNotDir):
+		return badRequest("cwd %q is not a directory", cwd)
+	case errors.Is(err, sandbox.ErrTooLarge):
+		return badRequest("argv and env together are too large to run; put large input in a file or stdin")
+	case errors.Is(err, sandbox.ErrPath):
+		return badRequest("cwd %q leaves the workspace; give a path inside /workspace without `..`", cwd)
+	case errors.Is(err, sandbox.ErrInvalid), errors.Is(err, sandbox.ErrCapacity):
+		return badRequest("%s", strings.TrimPrefix(err.Error(), "start: "))
+	}
+	return fmt.Errorf("exec: %w", err)
 }
 
 // execLog is what an exec adds to its request's log line (never stdin).

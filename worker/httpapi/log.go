@@ -1,7 +1,9 @@
 package httpapi
 
 import (
+	"bufio"
 	"context"
+	"net"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -30,6 +32,15 @@ func (lw *logWriter) Write(p []byte) (int, error) {
 		lw.status, lw.wrote = http.StatusOK, true
 	}
 	return lw.ResponseWriter.Write(p)
+}
+
+// Hijack hands the connection to a WebSocket (logged as 101).
+func (lw *logWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	c, rw, err := http.NewResponseController(lw.ResponseWriter).Hijack()
+	if err == nil && !lw.wrote {
+		lw.status, lw.wrote = http.StatusSwitchingProtocols, true
+	}
+	return c, rw, err
 }
 
 // Unwrap lets http.ResponseController reach the connection (flush and write

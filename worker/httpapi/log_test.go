@@ -32,7 +32,7 @@ func TestLogOneLinePerRequest(t *testing.T) {
 	want := []map[string]any{
 		{"method": "POST", "route": "POST /v1/sandboxes/{id}/exec", "status": 200.0, "sandbox_id": id, "exit_code": 0.0, "stdout_bytes": float64(len(secretStdin))},
 		{"method": "GET", "route": "", "status": 401.0, "sandbox_id": ""},
-		{"method": "DELETE", "route": "DELETE /v1/sandboxes/{id}", "status": 204.0, "sandbox_id": id},
+		{"method": "DELETE", "route": "DELETE /v1/sandboxes/{id}", "status": 200.0, "sandbox_id": id},
 	}
 	lines := strings.Split(strings.TrimSpace(logs), "\n")
 	got := map[string]map[string]any{}

@@ -64,6 +64,66 @@ func (o *openAPI) operations() []string {
 	return ops
 }
 
+// TestOpenAPIDocument checks what OpenAPI 3.1 asks of the document beyond
+// JSON Schema (a linter, scripts/lint-openapi.sh, checks the rest): info
+// with a license, servers, every operation with an operationId, a summary
+// and responses, every $ref resolving, and nothing of 3.2 (itemSchema).
+func TestOpenAPIDocument(t *testing.T) {
+	o := loadOpenAPI(t)
+	raw, err := os.ReadFile(openAPIPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(raw, []byte(`"itemSchema"`)) {
+		t.Error("the document uses itemSchema, which is OpenAPI 3.2; describe NDJSON lines with schema")
+	}
+	info := o.doc["info"].(map[string]any)
+	if lic, ok := info["license"].(map[string]any); !ok || lic["name"] == nil {
+		t.Errorf("info.license %v, want a name (and identifier or url)", info["license"])
+	}
+	if srv, ok := o.doc["servers"].([]any); !ok || len(srv) == 0 {
+		t.Error("no servers")
+	}
+	ids := map[string]bool{}
+	for p, item := range o.doc["paths"].(map[string]any) {
+		for m, v := range item.(map[string]any) {
+			if m == "parameters" {
+				continue
+			}
+			op := v.(map[string]any)
+			id, _ := op["operationId"].(string)
+			if id == "" || ids[id] || op["summary"] == nil || len(op["responses"].(map[string]any)) == 0 {
+				t.Errorf("%s %s: operationId %q (unique), summary and responses are required", m, p, id)
+			}
+			ids[id] = true
+		}
+	}
+	var refs func(v any)
+	refs = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			if ref, ok := v["$ref"].(string); ok {
+				if _, err := o.compiler.Compile("file:///openapi.json" + ref); err != nil && !strings.HasPrefix(ref, "#/components/responses/") {
+					t.Errorf("$ref %s: %v", ref, err)
+				}
+				if name, ok := strings.CutPrefix(ref, "#/components/responses/"); ok {
+					if _, ok := o.doc["components"].(map[string]any)["responses"].(map[string]any)[name]; !ok {
+						t.Errorf("$ref %s resolves to nothing", ref)
+					}
+				}
+			}
+			for _, x := range v {
+				refs(x)
+			}
+		case []any:
+			for _, x := range v {
+				refs(x)
+			}
+		}
+	}
+	refs(o.doc["paths"])
+}
+
 func TestOpenAPIRoutes(t *testing.T) {
 	o := loadOpenAPI(t)
 	var served []string
@@ -87,7 +147,7 @@ func pointer(tok string) string {
 func (o *openAPI) responseSchema(tb testing.TB, method, urlPath string, status int, ctype string) (*jsonschema.Schema, bool) {
 	tb.Helper()
 	for p, item := range o.doc["paths"].(map[string]any) {
-		re := regexp.MustCompile("^" + strings.NewReplacer("{path}", ".+", "{id}", "[^/]+").Replace(p) + "$")
+		re := regexp.MustCompile("^" + strings.NewReplacer("{path}", ".+", "{id}", "[^/]+", "{pid}", "[^/]+").Replace(p) + "$")
 		op, ok := item.(map[string]any)[strings.ToLower(method)].(map[string]any)
 		if !ok || !re.MatchString(strings.SplitN(urlPath, "?", 2)[0]) {
 			continue
@@ -96,8 +156,14 @@ func (o *openAPI) responseSchema(tb testing.TB, method, urlPath string, status i
 		if !ok {
 			return nil, false
 		}
+		base := "file:///openapi.json#/paths/" + pointer(p) + "/" + strings.ToLower(method) + "/responses/" + strconv.Itoa(status)
+		if ref, ok := resp["$ref"].(string); ok {
+			name := strings.TrimPrefix(ref, "#/components/responses/")
+			resp = o.doc["components"].(map[string]any)["responses"].(map[string]any)[name].(map[string]any)
+			base = "file:///openapi.json#/components/responses/" + pointer(name)
+		}
 		content, _ := resp["content"].(map[string]any)
-		if status == 204 {
+		if status == 204 || status == 101 {
 			if len(content) > 0 || ctype != "" {
 				tb.Fatalf("%s %s: 204 with content %v / %q", method, p, content, ctype)
 			}
@@ -107,12 +173,10 @@ func (o *openAPI) responseSchema(tb testing.TB, method, urlPath string, status i
 		if !ok {
 			tb.Fatalf("%s %s %d: content type %q is not in the document", method, p, status, ctype)
 		}
-		key := "schema"
-		if _, ok := media["itemSchema"]; ok {
-			key = "itemSchema"
+		if _, ok := media["schema"]; !ok {
+			tb.Fatalf("%s %s %d: no schema for %q", method, p, status, ctype)
 		}
-		loc := "file:///openapi.json#/paths/" + pointer(p) + "/" + strings.ToLower(method) + "/responses/" +
-			strconv.Itoa(status) + "/content/" + pointer(ctype) + "/" + key
+		loc := base + "/content/" + pointer(ctype) + "/schema"
 		sch, err := o.compiler.Compile(loc)
 		if err != nil {
 			tb.Fatalf("compile %s: %v", loc, err)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"openvibe.network/agentsandbox"
 	"openvibe.network/agentsandbox/sandbox"
 	"openvibe.network/agentsandbox/worker/httpapi/apitest"
 )
@@ -121,7 +122,7 @@ func routeCases(full func(*apitest.Fake)) []routeCase {
 			wantCode: "at_capacity", wantMsg: "every sandbox slot", check: wantHeader("Retry-After", "5")},
 
 		{name: "List", method: "GET", path: "/v1/sandboxes", setup: full, wantStatus: 200, check: checkList(2)},
-		{name: "DeleteThenListEmpty", method: "DELETE", path: "/v1/sandboxes/{id}", wantStatus: 204, check: func(t *testing.T, ts *testServer, _ answer) {
+		{name: "DeleteThenListEmpty", method: "DELETE", path: "/v1/sandboxes/{id}", wantStatus: 200, check: func(t *testing.T, ts *testServer, _ answer) {
 			checkList(0)(t, ts, ts.do(t, "GET", "/v1/sandboxes", "", nil))
 		}},
 		{name: "ErrDeleteUnknown", method: "DELETE", path: "/v1/sandboxes/sb-404", wantStatus: 404, wantCode: "sandbox_not_found", wantMsg: `"sb-404"`},
@@ -147,6 +148,52 @@ func routeCases(full func(*apitest.Fake)) []routeCase {
 			wantStatus: 400, wantCode: "invalid_request", wantMsg: "timeout_seconds is -1"},
 		{name: "ErrExecEnv", method: "POST", path: "/v1/sandboxes/{id}/exec", body: `{"argv":["ls"],"env":{"A-B":"1"}}`,
 			wantStatus: 400, wantCode: "invalid_request", wantMsg: `env name "A-B"`},
+
+		{name: "ErrExecArgTooLarge", method: "POST", path: "/v1/sandboxes/{id}/exec", body: `{"argv":["echo","` + strings.Repeat("x", 140000) + `"]}`,
+			wantStatus: 400, wantCode: "invalid_request", wantMsg: "argv[1] is 140000 bytes; at most 131072"},
+		{name: "ErrExecArgvTooLarge", method: "POST", path: "/v1/sandboxes/{id}/exec",
+			body: `{"argv":["echo","` + strings.Repeat("x", 100000) + `","` + strings.Repeat("x", 100000) + `","` + strings.Repeat("x", 100000) + `"]}`,
+			wantStatus: 400, wantCode: "invalid_request", wantMsg: "argv is 300008 bytes; at most 262144"},
+		{name: "ErrExecSizeWithoutTTY", method: "POST", path: "/v1/sandboxes/{id}/exec", body: `{"argv":["ls"],"rows":10}`,
+			wantStatus: 400, wantCode: "invalid_request", wantMsg: `add "tty": true`},
+		{name: "ErrExecSizeRange", method: "POST", path: "/v1/sandboxes/{id}/exec", body: `{"argv":["ls"],"tty":true,"cols":5000}`,
+			wantStatus: 400, wantCode: "invalid_request", wantMsg: "rows and cols are 0×5000"},
+		{name: "ErrExecBackgroundStdin", method: "POST", path: "/v1/sandboxes/{id}/exec", body: `{"argv":["cat"],"background":true,"stdin":"x"}`,
+			wantStatus: 400, wantCode: "invalid_request", wantMsg: "a background command takes no stdin"},
+
+		{name: "GetSandbox", method: "GET", path: "/v1/sandboxes/{id}", setup: func(f *apitest.Fake) {
+			_ = f.PutFile(context.Background(), "sb-1", "a", strings.NewReader("12345"), 0o644)
+		}, wantStatus: 200, check: func(t *testing.T, _ *testServer, a answer) {
+			var st SandboxState
+			if err := json.Unmarshal(a.body, &st); err != nil {
+				t.Fatal(err)
+			}
+			if st.ID != "sb-1" || st.State != "running" || st.Usage != (agentsandbox.Usage{WorkspaceBytes: 5}) || st.Limits.MemoryMB != agentsandbox.DefaultMemoryMB {
+				t.Fatalf("sandbox %+v", st)
+			}
+		}},
+		{name: "ErrGetSandboxUnknown", method: "GET", path: "/v1/sandboxes/sb-404", wantStatus: 404, wantCode: "sandbox_not_found"},
+		{name: "Extend", method: "PATCH", path: "/v1/sandboxes/{id}", body: `{"time_box_minutes":30}`, wantStatus: 200,
+			check: func(t *testing.T, ts *testServer, a answer) {
+				var sb Sandbox
+				if err := json.Unmarshal(a.body, &sb); err != nil || sb.Limits.TimeBoxMinutes != 30 || sb.ExpiresAt.Sub(sb.CreatedAt) != 30*time.Minute {
+					t.Fatalf("extended %s (%v)", a.body, err)
+				}
+			}},
+		{name: "ErrExtendTooLong", method: "PATCH", path: "/v1/sandboxes/{id}", body: `{"time_box_minutes":31}`,
+			wantStatus: 400, wantCode: "invalid_request", wantMsg: "time_box_minutes is 31; give 5 to 30"},
+		{name: "ErrExtendMissing", method: "PATCH", path: "/v1/sandboxes/{id}", body: `{}`,
+			wantStatus: 400, wantCode: "invalid_request", wantMsg: "give time_box_minutes"},
+		{name: "ErrExtendUnknown", method: "PATCH", path: "/v1/sandboxes/sb-404", body: `{"time_box_minutes":10}`, wantStatus: 404, wantCode: "sandbox_not_found"},
+
+		{name: "ErrProcessBadPid", method: "GET", path: "/v1/sandboxes/{id}/processes/x1", wantStatus: 400, wantCode: "invalid_request", wantMsg: `pid "x1" is not a process id`},
+		{name: "ErrProcessesUnknown", method: "GET", path: "/v1/sandboxes/sb-404/processes", wantStatus: 404, wantCode: "sandbox_not_found"},
+		{name: "ErrOutputUnknown", method: "GET", path: "/v1/sandboxes/sb-404/processes/7/output?follow=1", wantStatus: 404, wantCode: "sandbox_not_found"},
+		{name: "ErrOutputFollow", method: "GET", path: "/v1/sandboxes/{id}/processes/7/output?follow=yes", wantStatus: 400, wantCode: "invalid_request", wantMsg: "?follow=yes is not a boolean"},
+		{name: "ErrSignalEmpty", method: "POST", path: "/v1/sandboxes/{id}/processes/7/signal", body: `{"signal":""}`, wantStatus: 400, wantCode: "invalid_request", wantMsg: "give signal"},
+		{name: "ErrStdinMediaType", method: "POST", path: "/v1/sandboxes/{id}/processes/7/stdin", body: "x", hdr: map[string]string{"Content-Type": "text/plain"},
+			wantStatus: 415, wantCode: "unsupported_media_type", wantMsg: "application/octet-stream"},
+		{name: "ErrAttachNotWebSocket", method: "GET", path: "/v1/sandboxes/{id}/processes/7/attach", wantStatus: 400, wantCode: "invalid_request", wantMsg: "attach is a WebSocket"},
 
 		{name: "PutFile", method: "PUT", path: "/v1/sandboxes/{id}/files/src/main.go", body: "package main\n", hdr: map[string]string{"X-File-Mode": "0755"},
 			wantStatus: 204, check: func(t *testing.T, ts *testServer, a answer) {

@@ -22,6 +22,16 @@ type CreateRequest struct {
 	Env map[string]string `json:"env,omitempty"`
 	// Browser asks for a sandbox in which a headless browser works.
 	Browser bool `json:"browser,omitempty"`
+	// Limits are the sandbox's own, within the worker's (which its zero or
+	// absent fields take).
+	Limits *agentsandbox.Limits `json:"limits,omitempty"`
+}
+
+// PatchRequest is the body of PATCH /v1/sandboxes/{id}.
+type PatchRequest struct {
+	// TimeBoxMinutes sets the sandbox's time box anew, counted from when it
+	// started as every time box is: 5..30, and not an end already past.
+	TimeBoxMinutes *int `json:"time_box_minutes"`
 }
 
 // SandboxLimits are the limits of a sandbox as the API shows them.
@@ -39,6 +49,23 @@ type Sandbox struct {
 	CreatedAt time.Time     `json:"created_at"`
 	ExpiresAt time.Time     `json:"expires_at"`
 	Limits    SandboxLimits `json:"limits"`
+}
+
+// SandboxState is the answer to GET /v1/sandboxes/{id}: the sandbox, its
+// state and what it uses now.
+type SandboxState struct {
+	Sandbox
+	// State is "running" (an ended sandbox is gone: 404).
+	State string             `json:"state"`
+	Usage agentsandbox.Usage `json:"usage"`
+}
+
+// WipeReport is the answer to DELETE /v1/sandboxes/{id}: the wipe removed
+// everything of the sandbox and verified it (a wipe that could not is a 500
+// wipe_unverified listing what is left).
+type WipeReport struct {
+	Verified   bool    `json:"verified"`
+	DurationMS float64 `json:"duration_ms"`
 }
 
 // SandboxList is the answer to GET /v1/sandboxes.
@@ -108,13 +135,20 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) error {
 	if err := validateEnv("env", req.Env); err != nil {
 		return err
 	}
+	limits := s.cfg.Limits
+	if req.Limits != nil {
+		if err := req.Limits.Within(s.cfg.Limits); err != nil {
+			return badRequest("limits.%v (this worker's bounds)", err)
+		}
+		limits = req.Limits.Or(s.cfg.Limits)
+	}
 	if req.Browser && !s.cfg.Browser {
 		return &Error{Status: statusOf(CodeNoBrowser), Code: CodeNoBrowser,
 			Message: "no browser on this worker; create the sandbox without `browser` or use a worker that reports browser: true"}
 	}
 	info, err := s.cfg.Runtime.Create(r.Context(), sandbox.Options{
 		TimeBox: time.Duration(minutes) * time.Minute,
-		Limits:  s.cfg.Limits,
+		Limits:  limits,
 		Env:     req.Env,
 		Egress:  s.cfg.Egress,
 	})
@@ -144,8 +178,55 @@ func (s *Server) list(w http.ResponseWriter, _ *http.Request) error {
 	return nil
 }
 
-// delete handles DELETE /v1/sandboxes/{id}: the sandbox is wiped, and a
-// wipe that could not verify itself is a 500 listing what is left.
+// get handles GET /v1/sandboxes/{id}.
+func (s *Server) get(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	info, ok := s.info(id)
+	if !ok {
+		return errSandboxNotFound(id)
+	}
+	u, err := s.cfg.Runtime.Usage(id)
+	if errors.Is(err, sandbox.ErrNotFound) {
+		return errSandboxNotFound(id)
+	}
+	if err != nil {
+		return fmt.Errorf("usage: %w", err)
+	}
+	writeJSON(w, http.StatusOK, SandboxState{Sandbox: sandboxOf(info), State: "running", Usage: u})
+	return nil
+}
+
+// patch handles PATCH /v1/sandboxes/{id}: a new time box.
+func (s *Server) patch(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	var req PatchRequest
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	if req.TimeBoxMinutes == nil {
+		return badRequest("give time_box_minutes, the sandbox's new time box from its start (%d to %d)", minTimeBoxMinutes, maxTimeBoxMinutes)
+	}
+	minutes := *req.TimeBoxMinutes
+	if minutes < minTimeBoxMinutes || minutes > maxTimeBoxMinutes {
+		return badRequest("time_box_minutes is %d; give %d to %d (counted from the sandbox's start)", minutes, minTimeBoxMinutes, maxTimeBoxMinutes)
+	}
+	info, err := s.cfg.Runtime.Extend(id, time.Duration(minutes)*time.Minute)
+	switch {
+	case errors.Is(err, sandbox.ErrNotFound):
+		return errSandboxNotFound(id)
+	case errors.Is(err, sandbox.ErrInvalid):
+		return badRequest("time_box_minutes is %d, but the sandbox has run longer than that; give a longer time box", minutes)
+	case err != nil:
+		return fmt.Errorf("extend: %w", err)
+	}
+	addLog(r.Context(), slog.Int("time_box_minutes", minutes))
+	writeJSON(w, http.StatusOK, sandboxOf(info))
+	return nil
+}
+
+// delete handles DELETE /v1/sandboxes/{id}: the sandbox is wiped and the
+// answer is its WipeReport; a wipe that could not verify itself is a 500
+// listing what is left.
 func (s *Server) delete(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
 	rep, err := s.cfg.Runtime.Delete(r.Context(), id)
@@ -160,8 +241,9 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) error {
 		return &Error{Status: statusOf(CodeWipeUnverified), Code: CodeWipeUnverified, Leftovers: rep.Leftovers,
 			Message: fmt.Sprintf("the sandbox was deleted but its wipe could not be verified (%d leftovers); the worker should not be trusted until its self-test passes", len(rep.Leftovers))}
 	}
-	addLog(r.Context(), slog.Float64("wipe_ms", float64(rep.Duration.Microseconds())/1000))
-	w.WriteHeader(http.StatusNoContent)
+	ms := float64(rep.Duration.Microseconds()) / 1000
+	addLog(r.Context(), slog.Float64("wipe_ms", ms))
+	writeJSON(w, http.StatusOK, WipeReport{Verified: true, DurationMS: ms})
 	return nil
 }
 

@@ -1,7 +1,10 @@
 // Package httpapi is the HTTP API a sandbox worker offers OpenVibe.Codes:
-// create a sandbox with a time box, run commands in it with their output
-// streamed as NDJSON events as it arrives, put and get workspace files,
-// delete (a verified wipe), list, status and an on-demand self-test.
+// create a sandbox with a time box and limits of its own, read its state and
+// usage, extend its time box, run commands in it (their output streamed as
+// NDJSON events as it arrives, or in the background with their output kept,
+// signalled, fed stdin, attached over a WebSocket with a terminal), put and
+// get workspace files, delete (a verified wipe), list, status and an
+// on-demand self-test.
 //
 // Every route needs the worker's bearer token (compared in constant time);
 // errors are JSON `{"error":{"code","message"}}` saying what to fix. The API
@@ -27,8 +30,8 @@ import (
 )
 
 // Runtime is what the API needs of a sandbox runtime; *sandbox.Runtime
-// implements it. Its errors are sandbox.ErrCapacity, sandbox.ErrNotFound and
-// sandbox.ErrPath (wrapped or not); any other error is a server fault.
+// implements it. Its errors are the sandbox package's sentinels (wrapped or
+// not), which the API maps to codes; any other error is a server fault.
 type Runtime interface {
 	Create(ctx context.Context, opts sandbox.Options) (sandbox.Info, error)
 	Exec(ctx context.Context, id string, req agentsandbox.ExecRequest, stdout, stderr io.Writer) (agentsandbox.ExecResult, error)
@@ -38,6 +41,21 @@ type Runtime interface {
 	List() []sandbox.Info
 	Capacity() int
 	Active() int
+	Usage(id string) (agentsandbox.Usage, error)
+	Extend(id string, total time.Duration) (sandbox.Info, error)
+	Processes
+}
+
+// Processes is what the API needs of a runtime for the commands of a
+// sandbox (see sandbox.Runtime's methods of the same names).
+type Processes interface {
+	Start(ctx context.Context, id string, req agentsandbox.ExecRequest) (sandbox.Process, error)
+	Processes(ctx context.Context, id string) ([]sandbox.Process, error)
+	Process(ctx context.Context, id string, pid int) (sandbox.Process, error)
+	Output(ctx context.Context, id string, pid int, follow bool, fn func(sandbox.Output) error) (sandbox.Process, error)
+	Signal(ctx context.Context, id string, pid int, sig string) error
+	Stdin(ctx context.Context, id string, pid int, src io.Reader, closeAfter bool) error
+	Attach(ctx context.Context, id string, pid int) (*sandbox.Attachment, error)
 }
 
 // SelfTestSummary is the outcome of one self-test run as the API shows it.
@@ -95,7 +113,8 @@ type Config struct {
 	Browser bool
 	// Egress gives every sandbox a way out through the worker's egress proxy.
 	Egress bool
-	// Limits are the limits of every sandbox (zero fields: the defaults).
+	// Limits are the limits of a sandbox that asks for none, and the most
+	// one may ask for (set every field: agentsandbox.Limits.WithDefaults).
 	Limits agentsandbox.Limits
 	// Logger gets one line per request (default: discard).
 	Logger *slog.Logger
@@ -126,8 +145,16 @@ type route struct {
 var routes = []route{
 	{http.MethodPost, "/v1/sandboxes", (*Server).create},
 	{http.MethodGet, "/v1/sandboxes", (*Server).list},
+	{http.MethodGet, "/v1/sandboxes/{id}", (*Server).get},
+	{http.MethodPatch, "/v1/sandboxes/{id}", (*Server).patch},
 	{http.MethodDelete, "/v1/sandboxes/{id}", (*Server).delete},
 	{http.MethodPost, "/v1/sandboxes/{id}/exec", (*Server).exec},
+	{http.MethodGet, "/v1/sandboxes/{id}/processes", (*Server).processes},
+	{http.MethodGet, "/v1/sandboxes/{id}/processes/{pid}", (*Server).process},
+	{http.MethodGet, "/v1/sandboxes/{id}/processes/{pid}/output", (*Server).output},
+	{http.MethodPost, "/v1/sandboxes/{id}/processes/{pid}/signal", (*Server).signal},
+	{http.MethodPost, "/v1/sandboxes/{id}/processes/{pid}/stdin", (*Server).stdin},
+	{http.MethodGet, "/v1/sandboxes/{id}/processes/{pid}/attach", (*Server).attach},
 	{http.MethodPut, "/v1/sandboxes/{id}/files/{path...}", (*Server).putFile},
 	{http.MethodGet, "/v1/sandboxes/{id}/files/{path...}", (*Server).getFile},
 	{http.MethodGet, "/v1/status", (*Server).status},
@@ -146,6 +173,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	cfg.Limits = cfg.Limits.WithDefaults()
 	if cfg.MaxBody <= 0 {
 		cfg.MaxBody = DefaultMaxBody
 	}

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"openvibe.network/agentsandbox"
 	"openvibe.network/agentsandbox/internal/syncbuf"
 	"openvibe.network/agentsandbox/sandbox"
@@ -115,19 +117,64 @@ func TestNew(t *testing.T) {
 	}
 }
 
-func TestCreatePassesWorkerSettings(t *testing.T) {
-	fake := apitest.NewFake(1)
-	ts := newTestServer(t, fake, func(c *Config) {
-		c.Egress = true
-		c.Limits = agentsandbox.Limits{MemoryMB: 512, Pids: 64}
-	})
-	if a := ts.do(t, "POST", "/v1/sandboxes", `{"time_box_minutes":7}`, nil); a.status != 201 {
-		t.Fatalf("create: %d %s", a.status, a.body)
-	}
-	got := fake.Created()
-	want := sandbox.Options{TimeBox: 7 * time.Minute, Egress: true, Limits: agentsandbox.Limits{MemoryMB: 512, Pids: 64}}
-	if len(got) != 1 || got[0].TimeBox != want.TimeBox || got[0].Egress != want.Egress || got[0].Limits != want.Limits {
-		t.Fatalf("runtime got %+v, want %+v", got, want)
+// TestCreateLimits: a sandbox takes the worker's limits, or its own within
+// them; a limit out of bounds is a 400 that names it and the bounds.
+func TestCreateLimits(t *testing.T) {
+	bounds := agentsandbox.Limits{MemoryMB: 512, Pids: 64} // the rest: the defaults
+	worker := bounds.WithDefaults()
+	for _, tc := range []struct {
+		name, body string
+		want       sandbox.Options // when created
+		wantErr    string          // the message, when refused
+	}{
+		{name: "WorkerLimits", body: `{"time_box_minutes":7}`,
+			want: sandbox.Options{TimeBox: 7 * time.Minute, Egress: true, Limits: worker}},
+		{name: "OwnWithinBounds", body: `{"limits":{"memory_mb":128,"cpu_percent":50}}`,
+			want: sandbox.Options{TimeBox: 5 * time.Minute, Egress: true,
+				Limits: agentsandbox.Limits{MemoryMB: 128, DiskMB: worker.DiskMB, Pids: 64, CPUPercent: 50}}},
+		{name: "AtBounds", body: `{"limits":{"memory_mb":512,"disk_mb":512,"pids":64,"cpu_percent":100}}`,
+			want: sandbox.Options{TimeBox: 5 * time.Minute, Egress: true, Limits: worker}},
+		{name: "ErrOverBound", body: `{"limits":{"memory_mb":513}}`,
+			wantErr: "limits.memory_mb is 513; give 16 to 512 (this worker's bounds)"},
+		{name: "ErrUnderMinimum", body: `{"limits":{"pids":8}}`,
+			wantErr: "limits.pids is 8; give 16 to 64 (this worker's bounds)"},
+		{name: "ErrNegative", body: `{"limits":{"disk_mb":-1}}`,
+			wantErr: "limits.disk_mb is -1; give 1 to 512 (this worker's bounds)"},
+		{name: "ErrUnknownLimit", body: `{"limits":{"gpus":1}}`, wantErr: `unknown field "gpus"; see docs/openapi.yaml`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fake := apitest.NewFake(1)
+			ts := newTestServer(t, fake, func(c *Config) {
+				c.Egress = true
+				c.Limits = bounds
+			})
+			a := ts.do(t, "POST", "/v1/sandboxes", tc.body, nil)
+			if tc.wantErr != "" {
+				if diff := cmp.Diff(Error{Code: CodeInvalidRequest, Message: tc.wantErr}, a.errBody(t), cmpopts.IgnoreFields(Error{}, "Status")); a.status != 400 || diff != "" {
+					t.Fatalf("create: %d, want 400 (-want +got):\n%s", a.status, diff)
+				}
+				if len(fake.Created()) != 0 {
+					t.Fatal("a refused create reached the runtime")
+				}
+				return
+			}
+			if a.status != 201 {
+				t.Fatalf("create: %d %s", a.status, a.body)
+			}
+			var sb Sandbox
+			if err := json.Unmarshal(a.body, &sb); err != nil {
+				t.Fatal(err)
+			}
+			got := fake.Created()
+			if diff := cmp.Diff([]sandbox.Options{tc.want}, got, cmpopts.EquateEmpty()); diff != "" {
+				t.Fatalf("runtime got (-want +got):\n%s", diff)
+			}
+			wantShown := SandboxLimits{MemoryMB: tc.want.Limits.MemoryMB, DiskMB: tc.want.Limits.DiskMB, Pids: tc.want.Limits.Pids,
+				CPUPercent: tc.want.Limits.CPUPercent, TimeBoxMinutes: int(tc.want.TimeBox / time.Minute)}
+			if sb.Limits != wantShown {
+				t.Fatalf("answer's limits %+v, want %+v", sb.Limits, wantShown)
+			}
+		})
 	}
 }
 

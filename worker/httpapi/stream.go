@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"encoding/base64"
-	"strings"
 	"sync"
 	"unicode/utf8"
 )
@@ -41,10 +40,13 @@ type outQueue struct {
 	total   [2]int64
 	dropped [2]int64
 	wake    chan struct{}
+	// started is closed once the runtime says the command started.
+	started   chan struct{}
+	startOnce sync.Once
 }
 
 func newOutQueue(max int) *outQueue {
-	return &outQueue{max: max, wake: make(chan struct{}, 1)}
+	return &outQueue{max: max, wake: make(chan struct{}, 1), started: make(chan struct{})}
 }
 
 // write queues a copy of p as output of stream; what does not fit is
@@ -123,6 +125,22 @@ func (w streamWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// Started is told by the runtime that the command started.
+func (w streamWriter) Started(int) { w.q.startOnce.Do(func() { close(w.q.started) }) }
+
+// Dropped is told by the runtime of output its sandbox dropped before it
+// reached the queue (counted as this stream's).
+func (w streamWriter) Dropped(n int64) {
+	w.q.mu.Lock()
+	w.q.total[w.stream] += n
+	w.q.drop(w.stream, n)
+	w.q.mu.Unlock()
+	select {
+	case w.q.wake <- struct{}{}:
+	default:
+	}
+}
+
 // utf8Joiner keeps a rune split between two chunks of a stream together, so
 // text output stays text in the events.
 type utf8Joiner struct {
@@ -158,14 +176,13 @@ func (j *utf8Joiner) flush(stream int) []byte {
 }
 
 // dataEvent makes the event of output data: text when it is valid UTF-8,
-// else the exact bytes in base64 with a lossy text rendering beside them.
+// else the exact bytes in base64.
 func dataEvent(stream int, data []byte) ExecEvent {
 	ev := ExecEvent{Stream: streamNames[stream]}
 	if utf8.Valid(data) {
 		ev.Data = string(data)
 		return ev
 	}
-	ev.Data = strings.ToValidUTF8(string(data), "\uFFFD")
 	ev.DataBase64 = base64.StdEncoding.EncodeToString(data)
 	return ev
 }

@@ -6,6 +6,7 @@ package apitest
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -61,8 +62,7 @@ func (f *Fake) Create(_ context.Context, opts sandbox.Options) (sandbox.Info, er
 		tb = agentsandbox.DefaultTimeBox
 	}
 	info := sandbox.Info{ID: fmt.Sprintf("sb-%d", f.next), Slot: f.next, CreatedAt: now, ExpiresAt: now.Add(tb),
-		Limits: agentsandbox.Limits{MemoryMB: agentsandbox.DefaultMemoryMB, DiskMB: agentsandbox.DefaultDiskMB,
-			Pids: agentsandbox.DefaultPids, CPUPercent: agentsandbox.DefaultCPUPercent}}
+		Limits: opts.Limits.WithDefaults()}
 	f.boxes[info.ID] = &box{info: info, files: map[string][]byte{}}
 	f.created = append(f.created, opts)
 	return info, nil
@@ -85,10 +85,14 @@ func (f *Fake) get(id string) (*box, error) {
 	return b, nil
 }
 
-// Exec runs ExecFunc; sandbox.ErrNotFound for an unknown id.
+// Exec runs ExecFunc, telling a stdout with a Started(pid) method first;
+// sandbox.ErrNotFound for an unknown id.
 func (f *Fake) Exec(ctx context.Context, id string, req agentsandbox.ExecRequest, stdout, stderr io.Writer) (agentsandbox.ExecResult, error) {
 	if _, err := f.get(id); err != nil {
 		return agentsandbox.ExecResult{}, err
+	}
+	if st, ok := stdout.(interface{ Started(int) }); ok {
+		st.Started(1) // as the real runtime tells a started command
 	}
 	if f.ExecFunc != nil {
 		return f.ExecFunc(ctx, id, req, stdout, stderr)
@@ -179,4 +183,69 @@ func (f *Fake) Active() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return len(f.boxes)
+}
+
+// Usage says the workspace holds the files put; the rest is zero.
+func (f *Fake) Usage(id string) (agentsandbox.Usage, error) {
+	b, err := f.get(id)
+	if err != nil {
+		return agentsandbox.Usage{}, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var u agentsandbox.Usage
+	for _, data := range b.files {
+		u.WorkspaceBytes += int64(len(data))
+	}
+	return u, nil
+}
+
+// Extend sets the time box to total from the sandbox's creation.
+func (f *Fake) Extend(id string, total time.Duration) (sandbox.Info, error) {
+	b, err := f.get(id)
+	if err != nil {
+		return sandbox.Info{}, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if end := b.info.CreatedAt.Add(total); end.After(time.Now()) {
+		b.info.ExpiresAt = end
+		return b.info, nil
+	}
+	return sandbox.Info{}, fmt.Errorf("extend: over: %w", sandbox.ErrInvalid)
+}
+
+// errNoProcesses is the answer of every process method: the fake keeps no
+// processes (test those against a real sandbox.Runtime).
+var errNoProcesses = errors.New("apitest: the fake runtime keeps no processes")
+
+// Start fails: see errNoProcesses.
+func (f *Fake) Start(context.Context, string, agentsandbox.ExecRequest) (sandbox.Process, error) {
+	return sandbox.Process{}, errNoProcesses
+}
+
+// Processes fails: see errNoProcesses.
+func (f *Fake) Processes(context.Context, string) ([]sandbox.Process, error) {
+	return nil, errNoProcesses
+}
+
+// Process fails: see errNoProcesses.
+func (f *Fake) Process(context.Context, string, int) (sandbox.Process, error) {
+	return sandbox.Process{}, errNoProcesses
+}
+
+// Output fails: see errNoProcesses.
+func (f *Fake) Output(context.Context, string, int, bool, func(sandbox.Output) error) (sandbox.Process, error) {
+	return sandbox.Process{}, errNoProcesses
+}
+
+// Signal fails: see errNoProcesses.
+func (f *Fake) Signal(context.Context, string, int, string) error { return errNoProcesses }
+
+// Stdin fails: see errNoProcesses.
+func (f *Fake) Stdin(context.Context, string, int, io.Reader, bool) error { return errNoProcesses }
+
+// Attach fails: see errNoProcesses.
+func (f *Fake) Attach(context.Context, string, int) (*sandbox.Attachment, error) {
+	return nil, errNoProcesses
 }
