@@ -3,8 +3,8 @@ package httpapi
 import (
 	"bufio"
 	"context"
-	"net"
 	"log/slog"
+	"net"
 	"net/http"
 	"sync"
 	"time"

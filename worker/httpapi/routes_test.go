@@ -152,7 +152,7 @@ func routeCases(full func(*apitest.Fake)) []routeCase {
 		{name: "ErrExecArgTooLarge", method: "POST", path: "/v1/sandboxes/{id}/exec", body: `{"argv":["echo","` + strings.Repeat("x", 140000) + `"]}`,
 			wantStatus: 400, wantCode: "invalid_request", wantMsg: "argv[1] is 140000 bytes; at most 131072"},
 		{name: "ErrExecArgvTooLarge", method: "POST", path: "/v1/sandboxes/{id}/exec",
-			body: `{"argv":["echo","` + strings.Repeat("x", 100000) + `","` + strings.Repeat("x", 100000) + `","` + strings.Repeat("x", 100000) + `"]}`,
+			body:       `{"argv":["echo","` + strings.Repeat("x", 100000) + `","` + strings.Repeat("x", 100000) + `","` + strings.Repeat("x", 100000) + `"]}`,
 			wantStatus: 400, wantCode: "invalid_request", wantMsg: "argv is 300008 bytes; at most 262144"},
 		{name: "ErrExecSizeWithoutTTY", method: "POST", path: "/v1/sandboxes/{id}/exec", body: `{"argv":["ls"],"rows":10}`,
 			wantStatus: 400, wantCode: "invalid_request", wantMsg: `add "tty": true`},
