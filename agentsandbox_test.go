@@ -103,3 +103,15 @@ func TestVocabularyIsCopied(t *testing.T) {
 		t.Error("a caller changed the shared vocabulary")
 	}
 }
+
+func TestValidEnvName(t *testing.T) {
+	var got []string
+	for _, name := range []string{"PATH", "_x1", "a", "A_B_9", "", "1X", "A-B", "A=B", "Ä", "A B", "x\x00"} {
+		if agentsandbox.ValidEnvName(name) {
+			got = append(got, name)
+		}
+	}
+	if want := []string{"PATH", "_x1", "a", "A_B_9"}; !slices.Equal(got, want) {
+		t.Errorf("valid names %q, want %q", got, want)
+	}
+}

@@ -42,3 +42,18 @@ type ExecResult struct {
 	// empty for a normal exit.
 	Reason string `json:"reason,omitempty"`
 }
+
+// ValidEnvName reports whether name is a variable name a sandbox takes:
+// letters, digits and _, not starting with a digit.
+func ValidEnvName(name string) bool {
+	if name == "" || name[0] >= '0' && name[0] <= '9' {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if c != '_' && (c < '0' || c > '9') && (c < 'A' || c > 'Z') && (c < 'a' || c > 'z') {
+			return false
+		}
+	}
+	return true
+}

@@ -85,8 +85,8 @@ func resolve(o Options) (Options, error) {
 		return o, fmt.Errorf("limit %w", err)
 	}
 	for k, v := range o.Env {
-		if k == "" || strings.ContainsAny(k, "=\x00") {
-			return o, fmt.Errorf("env name %q is invalid", k)
+		if !agentsandbox.ValidEnvName(k) {
+			return o, fmt.Errorf("env name %q is not a valid variable name (letters, digits and _, not starting with a digit)", k)
 		}
 		if strings.IndexByte(v, 0) >= 0 {
 			return o, fmt.Errorf("env value of %q contains a NUL byte", k)

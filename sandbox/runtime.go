@@ -21,6 +21,8 @@ import (
 // Defaults of Config.
 const (
 	DefaultCapacity = 2
+	// MaxCapacity bounds the slots of one runtime.
+	MaxCapacity     = 4096
 	DefaultStateDir = "/run/codes-sandbox"
 	DefaultUIDBase  = 200000
 	// DefaultMaxOpenFiles is each sandbox process's descriptor limit.
@@ -183,8 +185,8 @@ func (c *Config) defaults() error {
 	if c.Capacity == 0 {
 		c.Capacity = DefaultCapacity
 	}
-	if c.Capacity < 0 || c.Capacity > 4096 {
-		return fmt.Errorf("new runtime: capacity %d is not in 1..4096", c.Capacity)
+	if c.Capacity < 0 || c.Capacity > MaxCapacity {
+		return fmt.Errorf("new runtime: capacity %d is not in 1..%d", c.Capacity, MaxCapacity)
 	}
 	if c.Bwrap == "" {
 		p, err := exec.LookPath("bwrap")

@@ -224,8 +224,13 @@ func checkinCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr 
 		return 2
 	}
 	log := newLogger(stderr)
-	stc := sf.config(fc, 1)
-	stc.secrets, stc.pool = tokens, 0
+	sf.pool = 0 // one self-test: nothing to start ahead
+	stc, err := sf.config(fc, 1)
+	if err != nil {
+		fmt.Fprintf(stderr, "codes-sandbox checkin: %v\n", err)
+		return 2
+	}
+	stc.secrets = tokens
 	st, err := newStack(stc, log)
 	if err != nil {
 		fmt.Fprintf(stderr, "codes-sandbox checkin: %v\n", err)

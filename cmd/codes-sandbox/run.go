@@ -23,20 +23,6 @@ the limit. Must run as root (the sandbox itself runs as an unprivileged uid).
 
 flags:`
 
-// envFlags collects repeated --env K=V.
-type envFlags map[string]string
-
-func (e envFlags) String() string { return "" }
-
-func (e envFlags) Set(s string) error {
-	k, v, ok := strings.Cut(s, "=")
-	if !ok || k == "" {
-		return fmt.Errorf("want K=V, got %q", s)
-	}
-	e[k] = v
-	return nil
-}
-
 // runCmd runs one command in a fresh sandbox; see runUsage.
 func runCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
@@ -47,17 +33,24 @@ func runCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	}
 	env := envFlags{}
 	var o sandbox.Options
+	var lf limitFlags
 	fs.DurationVar(&o.TimeBox, "time-box", agentsandbox.DefaultTimeBox, "how long the sandbox may live (1s to 30m)")
-	fs.IntVar(&o.Limits.MemoryMB, "memory-mb", agentsandbox.DefaultMemoryMB, "memory limit in MB, workspace included")
-	fs.IntVar(&o.Limits.DiskMB, "disk-mb", agentsandbox.DefaultDiskMB, "size of the /workspace tmpfs in MB")
-	fs.IntVar(&o.Limits.Pids, "pids", agentsandbox.DefaultPids, "maximum number of processes")
-	fs.IntVar(&o.Limits.CPUPercent, "cpu-percent", agentsandbox.DefaultCPUPercent, "CPU limit in percent of one core")
+	lf.register(fs, "of the sandbox")
 	fs.Var(env, "env", "K=V added to the command's environment (repeatable)")
 	if code, ok := cli.ParseFlags(fs, args); !ok {
 		return code
 	}
 	if fs.NArg() == 0 {
 		fmt.Fprintln(stderr, "codes-sandbox run: no command given (codes-sandbox run [flags] -- CMD [ARGS...])")
+		return 2
+	}
+	var err error
+	if o.Limits, err = lf.limits(); err != nil {
+		fmt.Fprintf(stderr, "codes-sandbox run: %v\n", err)
+		return 2
+	}
+	if o.TimeBox < sandbox.MinTimeBox || o.TimeBox > agentsandbox.MaxTimeBox {
+		fmt.Fprintf(stderr, "codes-sandbox run: --time-box is %v; give %v to %v\n", o.TimeBox, sandbox.MinTimeBox, agentsandbox.MaxTimeBox)
 		return 2
 	}
 	o.Env = env

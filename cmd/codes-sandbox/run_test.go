@@ -55,7 +55,11 @@ func TestRunCmd(t *testing.T) {
 		{name: "Disk", args: []string{"--disk-mb", "4", "--", "dd", "if=/dev/zero", "of=/workspace/f", "bs=1M", "count=8"}, wantCode: 1, wantStderr: "No space left on device", sandbox: true},
 		{name: "ErrNoCommand", args: []string{"--memory-mb", "64"}, wantCode: 2, wantStderr: "no command given"},
 		{name: "ErrBadEnv", args: []string{"--env", "NOEQUALS", "--", "true"}, wantCode: 2, wantStderr: "want K=V"},
-		{name: "ErrTimeBox", args: []string{"--time-box", "1h", "--", "true"}, wantCode: 125, wantStderr: "time box", sandbox: true},
+		{name: "ErrTimeBox", args: []string{"--time-box", "1h", "--", "true"}, wantCode: 2, wantStderr: "--time-box is 1h0m0s; give 1s to 30m0s"},
+		{name: "ErrTimeBoxZero", args: []string{"--time-box", "0", "--", "true"}, wantCode: 2, wantStderr: "--time-box is 0s; give 1s to 30m0s"},
+		{name: "ErrMemoryZero", args: []string{"--memory-mb", "0", "--", "true"}, wantCode: 2, wantStderr: "--memory-mb is 0; give at least 16"},
+		{name: "ErrCPUNegative", args: []string{"--cpu-percent", "-5", "--", "true"}, wantCode: 2, wantStderr: "--cpu-percent is -5; give at least 1"},
+		{name: "ErrEnvName", args: []string{"--env", "1X=2", "--", "true"}, wantCode: 2, wantStderr: `"1X" is not a valid variable name`},
 		{name: "Help", args: []string{"--help"}, wantCode: 0, wantStderr: "usage: codes-sandbox run"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

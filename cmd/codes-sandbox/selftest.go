@@ -42,8 +42,12 @@ func selftestCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr
 	if *verbose {
 		logOut = stderr
 	}
-	cfg := sf.config(fileConfig{}, 1)
-	cfg.pool = 0 // one self-test: nothing to start ahead
+	sf.pool = 0 // one self-test: nothing to start ahead
+	cfg, err := sf.config(fileConfig{}, 1)
+	if err != nil {
+		fmt.Fprintf(stderr, "codes-sandbox selftest: %v\n", err)
+		return 2
+	}
 	st, err := newStack(cfg, newLogger(logOut))
 	if err != nil {
 		fmt.Fprintf(stderr, "codes-sandbox selftest: %v\n", err)

@@ -42,7 +42,7 @@ func serveCmd(ctx context.Context, args []string, _ io.Reader, _, stderr io.Writ
 	fs.StringVar(&o.listen, "listen", "", "address of the API for OpenVibe.Codes, port 0 picks a free one (default "+defaultListen+")")
 	fs.StringVar(&o.addrFile, "addr-file", "", "write the address actually listened on to this file once listening")
 	fs.StringVar(&o.apiTokenFile, "api-token-file", "", "file holding the API's bearer token (required)")
-	fs.IntVar(&o.capacity, "capacity", 0, "sandbox slots (default 2)")
+	fs.IntVar(&o.capacity, "capacity", 0, fmt.Sprintf("sandbox slots, 1..%d (default %d)", sandbox.MaxCapacity, sandbox.DefaultCapacity))
 	fs.DurationVar(&o.selfTestEvery, "selftest-interval", worker.DefaultSelfTestInterval, "how often the self-test runs again")
 	fs.DurationVar(&o.checkInEvery, "checkin-interval", worker.DefaultCheckInInterval, "how often to check in with Live (±20% jitter)")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long a shutdown waits for API requests in flight")
@@ -61,6 +61,10 @@ func serveCmd(ctx context.Context, args []string, _ io.Reader, _, stderr io.Writ
 	}
 	if fs.NArg() != 0 {
 		fs.Usage()
+		return 2
+	}
+	if setFlags(fs)["capacity"] && (o.capacity < 1 || o.capacity > sandbox.MaxCapacity) {
+		fmt.Fprintf(stderr, "codes-sandbox serve: --capacity is %d; give 1 to %d\n", o.capacity, sandbox.MaxCapacity)
 		return 2
 	}
 	log := newLogger(stderr)
@@ -93,7 +97,11 @@ func serve(ctx context.Context, o serveOptions, log *slog.Logger) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	capacity := cmp.Or(o.capacity, fc.Capacity, sandbox.DefaultCapacity)
-	stc := o.stack.config(fc, capacity)
+	stc, err := o.stack.config(fc, capacity)
+	if err != nil {
+		ln.Close()
+		return err
+	}
 	stc.secrets = append(tokens, token)
 	st, err := newStack(stc, log)
 	if err != nil {
@@ -161,7 +169,7 @@ func apiToken(file string) (string, error) {
 // addrFile (when set); served gets the server's end.
 func startAPI(st *stack, token string, ln net.Listener, addrFile string, log *slog.Logger) (*http.Server, <-chan error, error) {
 	api, err := httpapi.New(httpapi.Config{
-		Runtime: st.rt, Token: token, Egress: st.proxy != nil, Logger: log.With("component", "api"),
+		Runtime: st.rt, Token: token, Egress: st.proxy != nil, Limits: st.limits, Logger: log.With("component", "api"),
 		Status:      func() httpapi.Status { return status(st) },
 		RunSelfTest: func(ctx context.Context) (httpapi.SelfTestSummary, error) { return summary(st.tester.Run(ctx)), nil },
 	})

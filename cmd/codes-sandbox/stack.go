@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 
+	"openvibe.network/agentsandbox"
 	"openvibe.network/agentsandbox/egress"
 	"openvibe.network/agentsandbox/sandbox"
 	"openvibe.network/agentsandbox/worker"
@@ -25,6 +26,7 @@ type stackFlags struct {
 	maxOpenFiles int
 	maxPtys      int
 	pool         int
+	limits       limitFlags
 }
 
 func (s *stackFlags) register(fs *flag.FlagSet) {
@@ -34,6 +36,7 @@ func (s *stackFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&s.maxOpenFiles, "max-open-files", sandbox.DefaultMaxOpenFiles, "descriptor limit of every sandbox process (64..1048576)")
 	fs.IntVar(&s.maxPtys, "max-ptys", sandbox.DefaultMaxPtys, "pseudo-terminals one sandbox may hold (1..1024)")
 	fs.IntVar(&s.pool, "pool", -1, "sandboxes to keep started ahead in free slots, so a create answers at once (0..capacity; default: the capacity)")
+	s.limits.register(fs, "every sandbox's default, and the most one may ask for")
 }
 
 // stackConfig is what newStack needs.
@@ -44,14 +47,24 @@ type stackConfig struct {
 	maxOpenFiles int
 	maxPtys      int
 	pool         int // -1: the capacity
+	limits       agentsandbox.Limits
 	// secrets are values of the worker's (tokens) the self-test must never
 	// find inside a sandbox, beside the canary of its environment.
 	secrets []string
 }
 
-func (s *stackFlags) config(fc fileConfig, capacity int) stackConfig {
+// config checks the flags and returns the stack's config for capacity
+// slots; errors name the flag out of range.
+func (s *stackFlags) config(fc fileConfig, capacity int) (stackConfig, error) {
+	limits, err := s.limits.limits()
+	if err != nil {
+		return stackConfig{}, err
+	}
+	if s.pool > capacity {
+		return stackConfig{}, fmt.Errorf("--pool is %d; give 0 to the capacity (%d), or leave it out for the capacity", s.pool, capacity)
+	}
 	return stackConfig{capacity: capacity, stateDir: cmp.Or(s.stateDir, fc.StateDir), egress: !s.noEgress,
-		maxOpenFiles: s.maxOpenFiles, maxPtys: s.maxPtys, pool: s.pool}
+		maxOpenFiles: s.maxOpenFiles, maxPtys: s.maxPtys, pool: s.pool, limits: limits}, nil
 }
 
 // stack is the runtime, the egress proxy and the self-test of one worker.
@@ -62,6 +75,8 @@ type stack struct {
 	tester *worker.SelfTester
 	bwrap  string
 	log    *slog.Logger
+	// limits are every sandbox's default and the most one may ask for.
+	limits agentsandbox.Limits
 }
 
 // Descriptors the worker keeps per sandbox slot (the self-test's included):
@@ -102,7 +117,7 @@ func newStack(cfg stackConfig, log *slog.Logger) (*stack, error) {
 	if err := checkDescriptorBudget(cfg.capacity); err != nil {
 		return nil, err
 	}
-	st := &stack{log: log, guard: egress.NewGuard(egress.GuardConfig{Resolver: net.DefaultResolver})}
+	st := &stack{log: log, limits: cfg.limits, guard: egress.NewGuard(egress.GuardConfig{Resolver: net.DefaultResolver})}
 	var attacher sandbox.EgressAttacher
 	if cfg.egress {
 		p, err := egress.NewProxy(egress.ProxyConfig{Guard: st.guard, Logger: log.With("component", "egress")})
@@ -166,7 +181,7 @@ func (st *stack) slots() worker.Slots {
 
 // self is what the worker says of itself in its reports.
 func (st *stack) self(workerID string) worker.Self {
-	return worker.Self{WorkerID: workerID, Version: version, Bubblewrap: st.bwrap}
+	return worker.Self{WorkerID: workerID, Version: version, Bubblewrap: st.bwrap, Limits: st.limits}
 }
 
 // bwrapVersion returns the version `bwrap --version` prints, "" if unknown.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"regexp"
 	"strings"
 	"time"
 
@@ -81,8 +80,6 @@ const (
 	maxEnvBytes       = 128 << 10
 )
 
-var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
 // sandboxOf converts a runtime Info.
 func sandboxOf(in sandbox.Info) Sandbox {
 	return Sandbox{
@@ -105,7 +102,7 @@ func validateEnv(field string, env map[string]string) error {
 	}
 	size := 0
 	for k, v := range env {
-		if !envName.MatchString(k) {
+		if !agentsandbox.ValidEnvName(k) {
 			return badRequest("%s name %q is not a valid variable name (letters, digits and _, not starting with a digit)", field, k)
 		}
 		if strings.IndexByte(v, 0) >= 0 {
