@@ -6,7 +6,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"strconv"
+	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -91,9 +92,10 @@ func TestNoWritableHostDir(t *testing.T) {
 	if !strings.Contains(r.stdout, "files=") || strings.Contains(r.stdout, "files=20000") {
 		t.Errorf("20,000 files were made past an inode cap of %d: %q (exit %d %s, stderr %q)", inodeCap(64<<20), r.stdout, r.ExitCode, r.Reason, r.stderr)
 	}
-	// The host's root file system is not where the sandbox writes: allow
-	// for the rest of the machine (1 MB), far below the 64 MB written.
-	if moved := (int64(before.Bavail) - int64(after.Bavail)) * before.Bsize; moved > 1<<20 {
+	// The host's root file system is not where the sandbox writes: the 64
+	// MB it wrote would show; allow for the rest of a busy machine (other
+	// tests and builds write too) up to three quarters of that.
+	if moved := (int64(before.Bavail) - int64(after.Bavail)) * before.Bsize; moved > 48<<20 {
 		t.Errorf("the host's free disk space fell by %d bytes while the sandbox wrote", moved)
 	}
 }
@@ -147,7 +149,6 @@ print("made")
 func TestDescriptorAndPtyCaps(t *testing.T) {
 	rt := newRuntime(t, Config{Capacity: 1, MaxOpenFiles: 256, MaxPtys: 4})
 	info := newBox(t, rt, Options{})
-	filesBefore, ptysBefore := hostCount(t, "/proc/sys/fs/file-nr"), hostCount(t, "/proc/sys/kernel/pty/nr")
 	r := run(t, rt, info.ID, agentsandbox.ExecRequest{Argv: []string{"python3", "-c", `
 import os, resource, sys, time
 print("limit", *resource.getrlimit(resource.RLIMIT_NOFILE))
@@ -172,20 +173,28 @@ sys.stdout.flush()
 print("held", flush=True)
 time.sleep(1)
 `}, Timeout: time.Minute})
-	filesDuring, ptysDuring := hostCount(t, "/proc/sys/fs/file-nr"), hostCount(t, "/proc/sys/kernel/pty/nr")
+	held := sandboxDescriptors(t, rt, info.ID)
 	want := "limit 256 256\nraise-refused\nfiles 253\nptys 4 28\nheld\n"
 	if r.stdout != want {
 		t.Errorf("inside: %q, want %q (stderr %q)", r.stdout, want, r.stderr)
 	}
-	// The count is read after the exec: what it opened is closed again, so
-	// only the four children's 800 may still be counted (plus the rest of the
-	// machine); 5 × 256 is the most the sandbox's processes of this test
-	// could hold.
-	if d := filesDuring - filesBefore; d > 5*256+200 {
-		t.Errorf("the host's open files rose by %d, past the sandbox's caps", d)
+	// Counted on the host after the exec, while the four children still
+	// hold their 200 each: at least their 800 (the count sees them), at
+	// most what the sandbox's processes may hold under their cap (the init
+	// and bubblewrap hold a few beside them).
+	if held < 800 || held > 4*256+64 {
+		t.Errorf("the sandbox's processes hold %d descriptors, want the children's 800 and no more than their caps allow", held)
 	}
-	if d := ptysDuring - ptysBefore; d > 4 {
-		t.Errorf("the host's ptys rose by %d, past the sandbox's cap of 4", d)
+	// Its terminals are its own devpts instance's, capped by the kernel.
+	mounts, err := mountinfo.Read("/proc", os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pts := filepath.Join(rt.boxPath(info.ID), boxPts)
+	if !slices.ContainsFunc(mounts, func(m mountinfo.Mount) bool {
+		return m.Point == pts && m.FSType == "devpts" && slices.Contains(m.SuperOptions, "max=4")
+	}) {
+		t.Errorf("no devpts with max=4 at %s", pts)
 	}
 	limits, err := os.ReadFile(fmt.Sprintf("/proc/%d/limits", mustBox(t, rt, info.ID).initPid))
 	if err != nil {
@@ -196,16 +205,18 @@ time.sleep(1)
 	}
 }
 
-// hostCount reads the first number of a /proc/sys file.
-func hostCount(tb testing.TB, file string) int {
+// sandboxDescriptors counts the descriptors the sandbox's processes hold,
+// as the host sees them (whatever the rest of the machine does).
+func sandboxDescriptors(tb testing.TB, rt *Runtime, id string) int {
 	tb.Helper()
-	b, err := os.ReadFile(file)
+	pids, err := rt.HostPids(id)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	n, err := strconv.Atoi(strings.Fields(string(b))[0])
-	if err != nil {
-		tb.Fatal(err)
+	n := 0
+	for _, pid := range pids {
+		fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid)) // a process that just ended has none
+		n += len(fds)
 	}
 	return n
 }

@@ -88,6 +88,8 @@ type fileConfig struct {
 	APITokenFile string         `json:"api_token_file,omitempty"`
 	Capacity     int            `json:"capacity,omitempty"`
 	StateDir     string         `json:"state_dir,omitempty"`
+	TLSCertFile  string         `json:"tls_cert_file,omitempty"`
+	TLSKeyFile   string         `json:"tls_key_file,omitempty"`
 }
 
 func loadConfig(path string) (fileConfig, error) {

@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -11,12 +12,15 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
 	"openvibe.network/agentsandbox"
 	"openvibe.network/agentsandbox/internal/cli"
+	"openvibe.network/agentsandbox/internal/tlsfiles"
 	"openvibe.network/agentsandbox/sandbox"
 	"openvibe.network/agentsandbox/worker"
 	"openvibe.network/agentsandbox/worker/httpapi"
@@ -28,6 +32,7 @@ const defaultListen = "127.0.0.1:8088"
 // serveOptions are the flags of `codes-sandbox serve`.
 type serveOptions struct {
 	listen, addrFile, apiTokenFile string
+	tlsCertFile, tlsKeyFile        string
 	capacity                       int
 	selfTestEvery, checkInEvery    time.Duration
 	shutdownTimeout                time.Duration
@@ -42,6 +47,8 @@ func serveCmd(ctx context.Context, args []string, _ io.Reader, _, stderr io.Writ
 	fs.StringVar(&o.listen, "listen", "", "address of the API for OpenVibe.Codes, port 0 picks a free one (default "+defaultListen+")")
 	fs.StringVar(&o.addrFile, "addr-file", "", "write the address actually listened on to this file once listening")
 	fs.StringVar(&o.apiTokenFile, "api-token-file", "", "file holding the API's bearer token (required)")
+	fs.StringVar(&o.tlsCertFile, "tls-cert-file", "", "serve the API over HTTPS with this certificate (PEM, chain after the leaf); SIGHUP reloads it")
+	fs.StringVar(&o.tlsKeyFile, "tls-key-file", "", "the private key of --tls-cert-file (PEM)")
 	fs.IntVar(&o.capacity, "capacity", 0, fmt.Sprintf("sandbox slots, 1..%d (default %d)", sandbox.MaxCapacity, sandbox.DefaultCapacity))
 	fs.DurationVar(&o.selfTestEvery, "selftest-interval", worker.DefaultSelfTestInterval, "how often the self-test runs again")
 	fs.DurationVar(&o.checkInEvery, "checkin-interval", worker.DefaultCheckInInterval, "how often to check in with Live (±20% jitter)")
@@ -90,11 +97,19 @@ func serve(ctx context.Context, o serveOptions, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	cert, err := loadTLS(cmp.Or(o.tlsCertFile, fc.TLSCertFile), cmp.Or(o.tlsKeyFile, fc.TLSKeyFile))
+	if err != nil {
+		return err
+	}
 	// Listen first: an address in use is reported at once, not after the
 	// self-test.
 	ln, err := net.Listen("tcp", cmp.Or(o.listen, fc.Listen, defaultListen))
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
+	}
+	if cert == nil && !isLoopback(ln.Addr()) {
+		log.Warn("the API listens beyond loopback without TLS: its bearer token and every command cross the network in clear; give --tls-cert-file and --tls-key-file",
+			"addr", ln.Addr().String())
 	}
 	capacity := cmp.Or(o.capacity, fc.Capacity, sandbox.DefaultCapacity)
 	stc, err := o.stack.config(fc, capacity)
@@ -116,10 +131,15 @@ func serve(ctx context.Context, o serveOptions, log *slog.Logger) error {
 	log.Log(ctx, levelOf(first.Passed), "self-test at start", "passed", first.Passed, "reasons", first.Reasons,
 		"duration_ms", first.Duration.Milliseconds())
 
+	if cert != nil {
+		ln = tls.NewListener(ln, cert.Config())
+	}
 	srv, served, err := startAPI(st, token, ln, o.addrFile, log)
 	if err != nil {
 		return err
 	}
+	stopReload := reloadOnHangup(cert, log)
+	defer stopReload()
 	log.Info("ready", "capacity", st.rt.Capacity(), "egress", st.proxy != nil, "check_ins", len(targets))
 
 	loops, stopLoops := context.WithCancel(ctx)
@@ -152,6 +172,48 @@ func serve(ctx context.Context, o serveOptions, log *slog.Logger) error {
 		return fmt.Errorf("serve api: %w", err)
 	}
 	return nil
+}
+
+// loadTLS loads the API's certificate; nil without files (plain HTTP).
+func loadTLS(certFile, keyFile string) (*tlsfiles.Certificate, error) {
+	if certFile == "" && keyFile == "" {
+		return nil, nil
+	}
+	if certFile == "" || keyFile == "" {
+		return nil, errors.New("give both --tls-cert-file and --tls-key-file, or neither")
+	}
+	return tlsfiles.Load(certFile, keyFile)
+}
+
+// reloadOnHangup reloads cert on every SIGHUP (and, without one, says there
+// is nothing to reload instead of dying) until stop is called.
+func reloadOnHangup(cert *tlsfiles.Certificate, log *slog.Logger) (stop func()) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-hup:
+				if cert == nil {
+					log.Info("SIGHUP: nothing to reload (the API has no TLS certificate)")
+				} else if err := cert.Reload(); err != nil {
+					log.Error("SIGHUP: TLS certificate not reloaded; the old one stays", "err", err.Error())
+				} else {
+					log.Info("SIGHUP: TLS certificate reloaded", "not_after", cert.NotAfter())
+				}
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() { signal.Stop(hup); close(done) }
+}
+
+// isLoopback reports whether addr is a loopback address.
+func isLoopback(addr net.Addr) bool {
+	ta, ok := addr.(*net.TCPAddr)
+	return ok && ta.IP.IsLoopback()
 }
 
 func apiToken(file string) (string, error) {

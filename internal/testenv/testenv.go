@@ -1,5 +1,6 @@
 // Package testenv decides whether a test that needs a real component (root,
-// bubblewrap, cgroups, PostgreSQL, Chromium) can run on this machine.
+// bubblewrap, cgroups, PostgreSQL, Chromium) can run on this machine, and
+// makes what such tests need beside it (a TLS certificate).
 //
 // Run by hand without the component, such a test skips and says why. When the
 // CI environment variable is set, a missing component is a failure instead: CI
