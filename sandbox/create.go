@@ -108,6 +108,9 @@ func (r *Runtime) Create(ctx context.Context, opts Options) (Info, error) {
 	if opts.Egress && r.cfg.Egress == nil {
 		return Info{}, errors.New("create sandbox: egress requested but this runtime has no egress proxy")
 	}
+	if p := r.LimitProblems(); len(p) > 0 && !opts.SelfTest {
+		return Info{}, fmt.Errorf("create sandbox: %w: %s", ErrLimits, strings.Join(p, "; "))
+	}
 	start := time.Now()
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc

@@ -60,6 +60,8 @@ func (r *Runtime) Run(ctx context.Context, opts Options, argv []string, stdin io
 		return agentsandbox.ExecResult{}, WipeReport{}, errors.New("run: empty argv")
 	case slices.ContainsFunc(argv, func(a string) bool { return strings.IndexByte(a, 0) >= 0 }):
 		return agentsandbox.ExecResult{}, WipeReport{}, errors.New("run: an argument contains a NUL byte")
+	case len(r.LimitProblems()) > 0:
+		return agentsandbox.ExecResult{}, WipeReport{}, fmt.Errorf("run: %w: %s", ErrLimits, strings.Join(r.LimitProblems(), "; "))
 	}
 	b, err := r.claim(opts)
 	if err != nil {

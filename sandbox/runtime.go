@@ -74,6 +74,11 @@ type Config struct {
 	// PoolEgress starts the pooled sandboxes with egress; only a Create with
 	// the same Egress takes one.
 	PoolEgress bool
+	// CgroupParent is where the sandboxes' cgroups go, below each cgroup
+	// mount ("codes-sandbox"; several levels allowed). Empty: on cgroup v2
+	// in a systemd service, below the service's own (delegated) cgroup,
+	// else "codes-sandbox".
+	CgroupParent string
 	// SelfTestSlot reserves one more slot (and host uid) for sandboxes
 	// created with Options.SelfTest, which no other sandbox uses: a worker
 	// whose every slot is busy can still prove its facts. Without it such
@@ -144,7 +149,7 @@ func NewRuntime(cfg Config) (*Runtime, error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("new runtime: must run as root (sandboxes use per-slot host uids and cgroups)")
 	}
-	base, err := cgroup.Detect()
+	base, err := cgroup.DetectAt(cgroup.Options{Parent: cfg.CgroupParent})
 	if err != nil {
 		return nil, fmt.Errorf("new runtime: %w", err)
 	}
@@ -295,6 +300,12 @@ func (r *Runtime) Broken() []string {
 	}
 	return out
 }
+
+// LimitProblems says why the runtime cannot enforce every limit of its
+// sandboxes (a cgroup controller not delegated to it), with the fix; empty
+// when it can. While it cannot, Create refuses every sandbox but the
+// self-test's (which then proves the limits do not hold).
+func (r *Runtime) LimitProblems() []string { return r.base.Problems() }
 
 // CgroupParents are the cgroup directories every runtime's sandboxes live
 // under, one per hierarchy: a sandbox's cgroup is PARENT/<runtime>/<id>.

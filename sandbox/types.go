@@ -66,6 +66,9 @@ type WipeReport struct {
 var (
 	// ErrCapacity is returned by Create when every slot is in use.
 	ErrCapacity = errors.New("sandbox: all slots are in use")
+	// ErrLimits is returned by Create while the runtime cannot enforce its
+	// sandboxes' limits (see Runtime.LimitProblems).
+	ErrLimits = errors.New("sandbox: limits cannot be enforced")
 	// ErrNotFound is returned for an unknown or already wiped sandbox.
 	ErrNotFound = errors.New("sandbox: no such sandbox")
 	// ErrPath is returned for a file path that leaves the workspace.

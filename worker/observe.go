@@ -71,6 +71,9 @@ func observe(ctx context.Context, d Deps) *observation {
 	}
 	defer cleanup()
 
+	if d.LimitProblems != nil {
+		obs.limits = append(obs.limits, d.LimitProblems()...)
+	}
 	info, err := d.Sandboxes.Create(ctx, sandbox.Options{TimeBox: agentsandbox.DefaultTimeBox, Limits: probeLimits(), Egress: d.Egress, SelfTest: true})
 	if err != nil {
 		obs.setup = fmt.Sprintf("cannot create the probe sandbox: %v", err)

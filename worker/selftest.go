@@ -104,6 +104,10 @@ type Deps struct {
 	// Egress gives the probe sandbox the egress proxy; without it
 	// egress_refuses_private cannot be proved and fails.
 	Egress bool
+	// LimitProblems, when set, says why the runtime cannot enforce every
+	// limit (a cgroup controller not delegated); each fails limits with
+	// its words first (the runtime's LimitProblems).
+	LimitProblems func() []string
 	// ProcRoot is the host's /proc (default "/proc").
 	ProcRoot string
 	Logger   *slog.Logger

@@ -40,8 +40,10 @@ type fakeBox struct {
 	hostMount  bool                          // a writable host directory is mounted
 	fdUncapped bool                          // sandbox processes may open 20,000 files
 	failCreate error
-	execArgv   []string
-	deleted    bool
+	// limitProblems are what the runtime says it cannot enforce.
+	limitProblems []string
+	execArgv      []string
+	deleted       bool
 }
 
 func newFakeBox(tb testing.TB) *fakeBox {
@@ -215,6 +217,7 @@ func runFake(t *testing.T, f *fakeBox, guard Guard, egressOn bool) Result {
 	res := SelfTest(context.Background(), Deps{
 		Sandboxes: f, Guard: guard, Inspect: f.inspect, CanaryDirs: []string{canaryDir},
 		Secrets: []string{f.secret}, MaxOpenFiles: 4096, Egress: egressOn, ProcRoot: f.proc,
+		LimitProblems: func() []string { return f.limitProblems },
 	})
 	if ents, _ := os.ReadDir(canaryDir); len(ents) != 0 {
 		t.Errorf("canary files left in %s", canaryDir)
@@ -288,6 +291,9 @@ func TestSelfTestFailsWhenBroken(t *testing.T) {
 		{"ForkUnbounded", func(f *fakeBox) { f.edit = replace("end", "spawned 64\nend") }, nil, false,
 			[]string{agentsandbox.CheckLimits}, "started 64 processes"},
 		{"CgroupWrong", func(f *fakeBox) { f.cgroupPids = "max" }, nil, false, []string{agentsandbox.CheckLimits}, "no pids limit"},
+		{"ControllerNotDelegated", func(f *fakeBox) {
+			f.limitProblems = []string{"the cgroup controllers memory are not delegated to the worker's cgroup /system.slice/x.service: add Delegate=yes"}
+		}, nil, false, []string{agentsandbox.CheckLimits}, "memory are not delegated to the worker's cgroup /system.slice/x.service: add Delegate=yes"},
 		{"ProcessOutsideCgroup", func(f *fakeBox) { f.outsidePid = true }, nil, false, []string{agentsandbox.CheckLimits}, "outside its cgroup: 4243"},
 		{"WipeUnverified", func(f *fakeBox) { f.unverified = true }, nil, false, []string{agentsandbox.CheckWipe}, "did not verify the wipe"},
 		{"WipeLeavesDir", func(f *fakeBox) { f.leaveDir = true }, nil, false, []string{agentsandbox.CheckWipe}, "still there after the wipe"},

@@ -27,6 +27,7 @@ type stackFlags struct {
 	maxPtys      int
 	pool         int
 	limits       limitFlags
+	cgroupParent string
 }
 
 func (s *stackFlags) register(fs *flag.FlagSet) {
@@ -37,6 +38,8 @@ func (s *stackFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&s.maxPtys, "max-ptys", sandbox.DefaultMaxPtys, "pseudo-terminals one sandbox may hold (1..1024)")
 	fs.IntVar(&s.pool, "pool", -1, "sandboxes to keep started ahead in free slots, so a create answers at once (0..capacity; default: the capacity)")
 	s.limits.register(fs, "every sandbox's default, and the most one may ask for")
+	fs.StringVar(&s.cgroupParent, "cgroup-parent", "",
+		"cgroup below each cgroup mount for the sandboxes' groups (default: on cgroup v2 under systemd, below the service's own delegated cgroup; else codes-sandbox)")
 }
 
 // stackConfig is what newStack needs.
@@ -48,6 +51,7 @@ type stackConfig struct {
 	maxPtys      int
 	pool         int // -1: the capacity
 	limits       agentsandbox.Limits
+	cgroupParent string
 	// secrets are values of the worker's (tokens) the self-test must never
 	// find inside a sandbox, beside the canary of its environment.
 	secrets []string
@@ -64,7 +68,7 @@ func (s *stackFlags) config(fc fileConfig, capacity int) (stackConfig, error) {
 		return stackConfig{}, fmt.Errorf("--pool is %d; give 0 to the capacity (%d), or leave it out for the capacity", s.pool, capacity)
 	}
 	return stackConfig{capacity: capacity, stateDir: cmp.Or(s.stateDir, fc.StateDir), egress: !s.noEgress,
-		maxOpenFiles: s.maxOpenFiles, maxPtys: s.maxPtys, pool: s.pool, limits: limits}, nil
+		maxOpenFiles: s.maxOpenFiles, maxPtys: s.maxPtys, pool: s.pool, limits: limits, cgroupParent: s.cgroupParent}, nil
 }
 
 // stack is the runtime, the egress proxy and the self-test of one worker.
@@ -130,7 +134,7 @@ func newStack(cfg stackConfig, log *slog.Logger) (*stack, error) {
 	rt, err := sandbox.NewRuntime(sandbox.Config{
 		Capacity: cfg.capacity, StateDir: stateDir, Egress: attacher, Logger: log.With("component", "sandbox"),
 		InitBinary: initBinary(log.With("component", "sandbox")), MaxOpenFiles: cfg.maxOpenFiles, MaxPtys: cfg.maxPtys,
-		SelfTestSlot: true, Pool: poolSize(cfg.pool, cfg.capacity), PoolEgress: cfg.egress,
+		SelfTestSlot: true, Pool: poolSize(cfg.pool, cfg.capacity), PoolEgress: cfg.egress, CgroupParent: cfg.cgroupParent,
 	})
 	if err != nil {
 		st.close()
@@ -146,7 +150,11 @@ func newStack(cfg stackConfig, log *slog.Logger) (*stack, error) {
 		Sandboxes: rt, Guard: st.guard, Inspect: worker.GlobInspector(stateDir, rt.CgroupParents()),
 		CanaryDirs: canaries, Egress: cfg.egress, Logger: log.With("component", "selftest"),
 		Secrets: append([]string{os.Getenv(canaryEnv)}, cfg.secrets...), MaxOpenFiles: cfg.maxOpenFiles,
+		LimitProblems: rt.LimitProblems,
 	})
+	for _, p := range rt.LimitProblems() {
+		log.Error("sandbox limits cannot be enforced; no sandbox will start until this is fixed", "problem", p)
+	}
 	return st, nil
 }
 

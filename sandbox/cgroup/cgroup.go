@@ -9,6 +9,7 @@
 package cgroup
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -33,17 +34,27 @@ type Options struct {
 	// /sys/fs/cgroup); only mounts at or under it are considered.
 	Root string
 	// Parent is the directory, below each hierarchy's mount, that holds the
-	// groups (default "codes-sandbox"); it may have several levels
-	// ("codes-sandbox/rt-1"). Every level is created when missing.
+	// groups; it may have several levels ("codes-sandbox/rt-1"). Every
+	// level is created when missing. Empty: on v2, when this process runs
+	// in a systemd service's cgroup, below that cgroup (see delegate.go);
+	// else "codes-sandbox".
 	Parent string
 	// MountInfo is the text of /proc/self/mountinfo; empty reads the file.
 	MountInfo string
+	// SelfCgroup is the text of /proc/self/cgroup; empty reads the file.
+	SelfCgroup string
 }
 
 // Hierarchy is the detected cgroup setup. It is safe for concurrent use.
 type Hierarchy struct {
 	version int
 	parent  string
+	// base is the delegated cgroup the parent is in ("" for none, v1 or an
+	// explicit parent): the hierarchy never writes above it.
+	base string
+	// missing are the required controllers base does not offer: their
+	// limits are not written (see Problems).
+	missing []string
 	dirs    map[string]string // controller -> mount dir
 	// mkdir makes a group directory; tests replace it to emulate the kernel
 	// populating control files.
@@ -77,11 +88,10 @@ func DetectAt(opts Options) (*Hierarchy, error) {
 	if opts.Root == "" {
 		opts.Root = DefaultRoot
 	}
-	if opts.Parent == "" {
-		opts.Parent = DefaultParent
-	}
-	if err := checkPath(opts.Parent); err != nil {
-		return nil, fmt.Errorf("detect cgroups: parent: %w", err)
+	if opts.Parent != "" {
+		if err := checkPath(opts.Parent); err != nil {
+			return nil, fmt.Errorf("detect cgroups: parent: %w", err)
+		}
 	}
 	if opts.MountInfo == "" {
 		b, err := os.ReadFile("/proc/self/mountinfo")
@@ -94,7 +104,27 @@ func DetectAt(opts Options) (*Hierarchy, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Hierarchy{version: l.version, parent: opts.Parent, dirs: l.dirs, mkdir: os.Mkdir}, nil
+	h := &Hierarchy{version: l.version, parent: cmp.Or(opts.Parent, DefaultParent), dirs: l.dirs, mkdir: os.Mkdir}
+	if l.version != 2 || opts.Parent != "" {
+		return h, nil
+	}
+	if opts.SelfCgroup == "" {
+		b, err := os.ReadFile("/proc/self/cgroup")
+		if err != nil {
+			return nil, fmt.Errorf("detect cgroups: %w", err)
+		}
+		opts.SelfCgroup = string(b)
+	}
+	own, _ := ownCgroup(opts.SelfCgroup)
+	base, ok := delegatedBase(own)
+	if !ok {
+		return h, nil
+	}
+	if h.missing, err = delegatedMissing(l.dirs[ctlMemory], base, os.ReadFile); err != nil {
+		return nil, err
+	}
+	h.base, h.parent = base, base+"/"+delegatedParent
+	return h, nil
 }
 
 // Version is 1 or 2.
@@ -242,8 +272,9 @@ func (g *Group) ctlOf(dir string) string {
 }
 
 // ensureParents makes every level of the parent directory in every
-// hierarchy and, on v2, enables the controllers for the children of the
-// mount's root and of each level.
+// hierarchy and, on v2, enables the controllers for the children of each
+// level from the mount's root, or, with a delegated base, from the base
+// (having moved this process into its leaf first).
 func (h *Hierarchy) ensureParents() error {
 	done := map[string]bool{}
 	for _, c := range controllers {
@@ -252,19 +283,25 @@ func (h *Hierarchy) ensureParents() error {
 			continue
 		}
 		done[mount] = true
-		dir := mount
+		dir, rest := mount, h.parent
+		if h.base != "" {
+			if err := h.moveIntoLeaf(mount); err != nil {
+				return err
+			}
+			dir, rest = filepath.Join(mount, h.base), strings.TrimPrefix(h.parent, h.base+"/")
+		}
 		if h.version == 2 {
-			if err := enableControllers(dir); err != nil {
+			if err := h.enableControllers(dir); err != nil {
 				return err
 			}
 		}
-		for _, level := range strings.Split(h.parent, "/") {
+		for _, level := range strings.Split(rest, "/") {
 			dir = filepath.Join(dir, level)
 			if err := h.mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-				return fmt.Errorf("make parent %s: %w", dir, err)
+				return fmt.Errorf("make parent %s: %w", dir, writeHint(err))
 			}
 			if h.version == 2 {
-				if err := enableControllers(dir); err != nil {
+				if err := h.enableControllers(dir); err != nil {
 					return err
 				}
 			}
@@ -273,19 +310,26 @@ func (h *Hierarchy) ensureParents() error {
 	return nil
 }
 
-// enableControllers writes "+memory +pids +cpu" to dir's subtree_control
-// unless they are already enabled.
-func enableControllers(dir string) error {
+// enableControllers writes "+memory +pids +cpu" (those of them not
+// missing) to dir's subtree_control unless they are already enabled.
+func (h *Hierarchy) enableControllers(dir string) error {
 	f := filepath.Join(dir, "cgroup.subtree_control")
 	b, err := os.ReadFile(f)
 	if err != nil {
 		return fmt.Errorf("enable controllers: %w", err)
 	}
-	if firstMissing(strings.Fields(string(b))) == "" {
+	have := strings.Fields(string(b))
+	var add []string
+	for _, c := range required {
+		if !slices.Contains(have, c) && !slices.Contains(h.missing, c) {
+			add = append(add, "+"+c)
+		}
+	}
+	if len(add) == 0 {
 		return nil
 	}
-	if err := writeFile(f, "+"+strings.Join(required, " +")); err != nil {
-		return fmt.Errorf("enable controllers in %s: %w", dir, err)
+	if err := writeFile(f, strings.Join(add, " ")); err != nil {
+		return fmt.Errorf("enable controllers in %s: %w", dir, writeHint(err))
 	}
 	return nil
 }
@@ -342,6 +386,9 @@ func (g *Group) Update(l Limits) error {
 // apply writes the limits.
 func (g *Group) apply(l Limits) error {
 	for _, s := range settings(g.h.version, l) {
+		if slices.Contains(g.h.missing, s.ctl) {
+			continue // not delegated: see Problems
+		}
 		p := filepath.Join(g.ctl[s.ctl], s.file)
 		if s.optional {
 			if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) {

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // v2Files are the control files the fake kernel puts in a new v2 group.
@@ -190,5 +192,92 @@ func TestFakeV2Usage(t *testing.T) {
 	}
 	if _, err := g.Usage(); err == nil || !strings.Contains(err.Error(), "pids.current") {
 		t.Fatalf("usage without pids.current: %v, want an error naming it", err)
+	}
+}
+
+// TestFakeV2Delegated: in a systemd service's delegated cgroup the worker
+// moves into its leaf, enables what is delegated for its children, makes
+// the sandboxes' groups beneath the service's (never writing above it), and
+// says which controller is missing and how to fix it.
+func TestFakeV2Delegated(t *testing.T) {
+	for _, tc := range []struct {
+		name, self, controllers string
+		wantMissing             []string
+	}{
+		{name: "Delegated", self: "0::/system.slice/codes-sandbox.service\n", controllers: "cpuset cpu io memory pids\n"},
+		{name: "AlreadyInLeaf", self: "0::/system.slice/codes-sandbox.service/" + WorkerLeaf + "\n", controllers: "cpu memory pids\n"},
+		{name: "CPUNotDelegated", self: "0::/system.slice/codes-sandbox.service\n", controllers: "memory pids\n", wantMissing: []string{"cpu"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h0, root := fakeV2(t)
+			svc := filepath.Join(root, "system.slice", "codes-sandbox.service")
+			if err := os.MkdirAll(svc, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			for f, s := range map[string]string{"cgroup.controllers": tc.controllers, "cgroup.subtree_control": "", "cgroup.procs": "4242\n"} {
+				if err := os.WriteFile(filepath.Join(svc, f), []byte(s), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			rootControl := readString(t, filepath.Join(root, "cgroup.subtree_control"))
+			h, err := DetectAt(Options{Root: root, MountInfo: "26 22 0:23 / " + root + " rw - cgroup2 cgroup2 rw\n", SelfCgroup: tc.self})
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.mkdir = h0.mkdir
+			if diff := cmp.Diff(tc.wantMissing, h.missing); diff != "" {
+				t.Fatalf("missing (-want +got):\n%s", diff)
+			}
+			g, err := h.Create("box", Limits{MemoryBytes: 1 << 20, Pids: 8, CPUPercent: 50})
+			if err != nil {
+				t.Fatal(err)
+			}
+			enabled := "+memory +pids +cpu"
+			if tc.wantMissing != nil {
+				enabled = "+memory +pids"
+			}
+			for _, c := range []struct{ file, want string }{
+				{filepath.Join(svc, WorkerLeaf, "cgroup.procs"), "4242"},
+				{filepath.Join(svc, "cgroup.subtree_control"), enabled},
+				{filepath.Join(svc, delegatedParent, "cgroup.subtree_control"), enabled},
+				{filepath.Join(svc, delegatedParent, "box", "memory.max"), "1048576"},
+				{filepath.Join(svc, delegatedParent, "box", "pids.max"), "8"},
+				{filepath.Join(root, "cgroup.subtree_control"), rootControl}, // never written above the service
+			} {
+				if got := readString(t, c.file); got != c.want {
+					t.Errorf("%s = %q, want %q", c.file, got, c.want)
+				}
+			}
+			if got, want := g.Paths(), []string{filepath.Join(svc, delegatedParent, "box")}; !slices.Equal(got, want) {
+				t.Errorf("group paths %v, want %v", got, want)
+			}
+			cpu := readString(t, filepath.Join(svc, delegatedParent, "box", "cpu.max"))
+			problems := h.Problems()
+			if tc.wantMissing == nil {
+				if cpu != "50000 100000" || problems != nil {
+					t.Errorf("cpu.max %q, problems %q; want the quota and none", cpu, problems)
+				}
+				return
+			}
+			if cpu != "" || len(problems) != 1 || !strings.Contains(problems[0], "controllers cpu are not delegated to the worker's cgroup /system.slice/codes-sandbox.service") ||
+				!strings.Contains(problems[0], "Delegate=yes") {
+				t.Errorf("cpu.max %q (want untouched), problems %q", cpu, problems)
+			}
+		})
+	}
+}
+
+// TestFakeV2NotAService: outside a service's cgroup (a login session, the
+// root) the groups go to the default parent at the root, as on v1.
+func TestFakeV2NotAService(t *testing.T) {
+	_, root := fakeV2(t)
+	for _, self := range []string{"0::/\n", "0::/user.slice/user-0.slice/session-3.scope\n", "12:pids:/\n"} {
+		h, err := DetectAt(Options{Root: root, MountInfo: "26 22 0:23 / " + root + " rw - cgroup2 cgroup2 rw\n", SelfCgroup: self})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.base != "" || h.parent != DefaultParent {
+			t.Errorf("own cgroup %q: base %q parent %q, want none and %q", self, h.base, h.parent, DefaultParent)
+		}
 	}
 }

@@ -34,6 +34,7 @@ const (
 	CodeWorkspaceFull   = "workspace_full"
 	CodeWipeUnverified  = "wipe_unverified"
 	CodeNoSelfTest      = "no_selftest"
+	CodeLimits          = "limits_unavailable"
 	CodeInternal        = "internal"
 )
 
@@ -58,6 +59,8 @@ func statusOf(code string) int {
 		return http.StatusTooManyRequests
 	case CodeNoSelfTest:
 		return http.StatusNotImplemented
+	case CodeLimits:
+		return http.StatusServiceUnavailable
 	case CodeWorkspaceFull:
 		return http.StatusInsufficientStorage
 	}
@@ -109,6 +112,8 @@ func toError(err error) *Error {
 	case errors.Is(err, sandbox.ErrCapacity):
 		return &Error{Status: statusOf(CodeAtCapacity), Code: CodeAtCapacity, RetryAfter: 5,
 			Message: "every sandbox slot of this worker is in use; delete a sandbox or retry later"}
+	case errors.Is(err, sandbox.ErrLimits):
+		return newError(CodeLimits, "this worker cannot enforce sandbox limits, so it starts no sandbox: %s", after(err, sandbox.ErrLimits))
 	case errors.Is(err, sandbox.ErrPath):
 		return badRequest("the path leaves the workspace; give a path inside /workspace without `..`")
 	case errors.Is(err, sandbox.ErrNotFound):
@@ -119,6 +124,16 @@ func toError(err error) *Error {
 		return &Error{Status: statusOf(CodeInternal), Code: CodeInternal,
 			Message: "the worker failed; its log says why"}
 	}
+}
+
+// after returns what err's message says after sentinel's own words (the
+// runtime's explanation), or its whole message.
+func after(err, sentinel error) string {
+	msg, word := err.Error(), sentinel.Error()+": "
+	if i := strings.Index(msg, word); i >= 0 {
+		return msg[i+len(word):]
+	}
+	return msg
 }
 
 // writeError sends e as `{"error":{...}}`.

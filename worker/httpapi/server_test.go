@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -250,5 +251,28 @@ func TestCreateAbandoned(t *testing.T) {
 	waitFor(t, func() bool { return strings.Contains(logs.String(), `"abandoned":"sb-1","wiped":true`) })
 	if n := fake.Active(); n != 0 {
 		t.Fatalf("%d sandboxes left after the client left", n)
+	}
+}
+
+// unlimited is a runtime that cannot enforce limits (a controller not
+// delegated), as sandbox.Runtime's Create says then.
+type unlimited struct{ *apitest.Fake }
+
+func (unlimited) Create(context.Context, sandbox.Options) (sandbox.Info, error) {
+	return sandbox.Info{}, fmt.Errorf("create sandbox: %w: the cgroup controllers memory are not delegated to the worker's cgroup /system.slice/x.service: add Delegate=yes", sandbox.ErrLimits)
+}
+
+func TestCreateWithoutLimits(t *testing.T) {
+	s, err := New(Config{Runtime: unlimited{apitest.NewFake(1)}, Token: testToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	ts := &testServer{srv: srv}
+	a := ts.do(t, "POST", "/v1/sandboxes", `{}`, nil)
+	want := Error{Code: CodeLimits, Message: "this worker cannot enforce sandbox limits, so it starts no sandbox: the cgroup controllers memory are not delegated to the worker's cgroup /system.slice/x.service: add Delegate=yes"}
+	if diff := cmp.Diff(want, a.errBody(t), cmpopts.IgnoreFields(Error{}, "Status")); a.status != 503 || diff != "" {
+		t.Fatalf("create: %d, want 503 (-want +got):\n%s", a.status, diff)
 	}
 }
