@@ -2,18 +2,15 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
-	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"time"
 
+	"openvibe.network/agentsandbox/internal/httpserve"
 	"openvibe.network/agentsandbox/live/httpapi"
 )
 
@@ -38,7 +35,7 @@ func serveCmd(ctx context.Context, args []string, _ io.Reader, _, stderr io.Writ
 	log := slog.New(slog.NewJSONHandler(stderr, nil))
 	tuneRuntime()
 	if err := serve(ctx, f, log); err != nil {
-		log.Error("serve failed", "error", err.Error())
+		log.Error("serve failed", "err", err.Error())
 		return 1
 	}
 	return 0
@@ -73,52 +70,17 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	}
 	defer func() {
 		if err := store.Close(); err != nil {
-			log.Error("close store", "error", err.Error())
+			log.Error("close store", "err", err.Error())
 		}
 	}()
 	api, err := httpapi.New(httpapi.Config{Store: store, Logger: log})
 	if err != nil {
 		return fmt.Errorf("new api: %w", err)
 	}
-	ln, err := net.Listen("tcp", f.listen)
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
-	addr := ln.Addr().String()
-	srv := &http.Server{
-		Handler:           api.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	if f.addrFile != "" {
-		if err := writeFileAtomic(f.addrFile, addr+"\n"); err != nil {
-			_ = srv.Close()
-			return err
-		}
-	}
-	// Logged last: once this line is out, the address file is written too.
-	log.Info("listening", "addr", addr, "db", dbKind(f.db.dsn))
-	select {
-	case err := <-served:
-		return fmt.Errorf("serve: %w", err)
-	case <-ctx.Done():
-	}
-	log.Info("shutting down", "timeout", f.shutdownTimeout.String())
-	sctx, cancel := context.WithTimeout(context.Background(), f.shutdownTimeout)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		return fmt.Errorf("shutdown: %w", err)
-	}
-	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("serve: %w", err)
-	}
-	log.Info("stopped")
-	return nil
+	return httpserve.Run(ctx, httpserve.Config{
+		Addr: f.listen, AddrFile: f.addrFile, Handler: api.Handler(), ShutdownTimeout: f.shutdownTimeout,
+		Logger: log, ListenAttrs: []slog.Attr{slog.String("db", dbKind(f.db.dsn))},
+	})
 }
 
 // dbKind names the store without the rest of the DSN (which may hold a
@@ -128,23 +90,4 @@ func dbKind(dsn string) string {
 		return "sqlite"
 	}
 	return "postgres"
-}
-
-// writeFileAtomic writes data to path through a temporary file and a rename,
-// so a reader never sees half of it.
-func writeFileAtomic(path, data string) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".addr-*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	_, werr := tmp.WriteString(data)
-	if err := errors.Join(werr, tmp.Close()); err != nil {
-		_ = os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		_ = os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
 }
