@@ -53,3 +53,34 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 		return nil
 	})
 }
+
+// checkSchema fails unless the schema (the search path's when "") holds an
+// ovlive database at the latest embedded migration; it creates nothing.
+func checkSchema(ctx context.Context, pool *pgxpool.Pool, schema, db string) error {
+	ms, err := migrations.Load(migrationFiles, "migrations")
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	where := db
+	if schema != "" {
+		where += " schema " + schema
+	}
+	var exists bool
+	if err := pool.QueryRow(ctx, "SELECT to_regclass('schema_migrations') IS NOT NULL").Scan(&exists); err != nil {
+		return fmt.Errorf("check schema: %w", err)
+	}
+	if !exists {
+		return fmt.Errorf("no database at %s: it is created by `ovlive serve` or by an admin command that writes, such as `person add`", where)
+	}
+	var have int
+	if err := pool.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM schema_migrations").Scan(&have); err != nil {
+		return fmt.Errorf("check schema: %w", err)
+	}
+	switch want := ms[len(ms)-1].Version; {
+	case have < want:
+		return fmt.Errorf("the database at %s is at schema version %d and this ovlive needs %d: run `ovlive serve` (or an admin command that writes) once to migrate it", where, have, want)
+	case have > want:
+		return fmt.Errorf("the database at %s is at schema version %d, newer than this ovlive knows (%d): use a newer ovlive", where, have, want)
+	}
+	return nil
+}

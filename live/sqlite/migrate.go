@@ -51,3 +51,28 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	}
 	return nil
 }
+
+// schemaVersion returns the highest migration db has applied; it fails
+// when db is not an ovlive database.
+func schemaVersion(ctx context.Context, db *sql.DB) (int, error) {
+	var v sql.NullInt64
+	if err := db.QueryRowContext(ctx, "SELECT max(version) FROM schema_migrations").Scan(&v); err != nil {
+		return 0, fmt.Errorf("the file is not an ovlive database: %w", err)
+	}
+	return int(v.Int64), nil
+}
+
+// checkVersion fails unless have is the latest embedded migration.
+func checkVersion(path string, have int) error {
+	ms, err := migrations.Load(migrationFiles, "migrations")
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	switch want := ms[len(ms)-1].Version; {
+	case have < want:
+		return fmt.Errorf("the database at %s is at schema version %d and this ovlive needs %d: run `ovlive serve` (or an admin command that writes) once to migrate it", path, have, want)
+	case have > want:
+		return fmt.Errorf("the database at %s is at schema version %d, newer than this ovlive knows (%d): use a newer ovlive", path, have, want)
+	}
+	return nil
+}
