@@ -179,8 +179,11 @@ func TestReadOnly(t *testing.T) {
 	}
 	for name, err := range map[string]error{
 		"CreatePerson": func() error { _, err := r.CreatePerson(ctx, live.Person{Name: "x"}); return err }(),
-		"Accept":       func() error { _, err := r.Accept(ctx, live.Registration{StreamID: "s", Report: []byte(`{}`), ServiceID: "v", SubjectID: "p"}); return err }(),
-		"Probe":        r.Probe(ctx),
+		"Accept": func() error {
+			_, err := r.Accept(ctx, live.Registration{StreamID: "s", Report: []byte(`{}`), ServiceID: "v", SubjectID: "p"})
+			return err
+		}(),
+		"Probe": r.Probe(ctx),
 	} {
 		if live.ErrorCode(err) != live.EUNAVAILABLE {
 			t.Errorf("%s on a read-only store: %v, want %s", name, err, live.EUNAVAILABLE)
