@@ -15,11 +15,16 @@ var migrationFiles embed.FS
 
 // migrate applies the migrations that db has not applied yet, in order, in
 // one immediate transaction (so two processes opening one file at once
-// apply each migration once).
+// apply each migration once). A database that has them all is only read,
+// so that opening it needs no write access (Probe then tells whether the
+// store can write).
 func migrate(ctx context.Context, db *sql.DB) error {
 	ms, err := migrations.Load(migrationFiles, "migrations")
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
+	}
+	if have, err := schemaVersion(ctx, db); err == nil && have >= ms[len(ms)-1].Version {
+		return checkVersion(have)
 	}
 	tx, err := db.BeginTx(ctx, nil) // BEGIN IMMEDIATE (_txlock)
 	if err != nil {
@@ -63,16 +68,16 @@ func schemaVersion(ctx context.Context, db *sql.DB) (int, error) {
 }
 
 // checkVersion fails unless have is the latest embedded migration.
-func checkVersion(path string, have int) error {
+func checkVersion(have int) error {
 	ms, err := migrations.Load(migrationFiles, "migrations")
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	switch want := ms[len(ms)-1].Version; {
 	case have < want:
-		return fmt.Errorf("the database at %s is at schema version %d and this ovlive needs %d: run `ovlive serve` (or an admin command that writes) once to migrate it", path, have, want)
+		return fmt.Errorf("the database is at schema version %d and this ovlive needs %d: run `ovlive serve` (or an admin command that writes) once to migrate it", have, want)
 	case have > want:
-		return fmt.Errorf("the database at %s is at schema version %d, newer than this ovlive knows (%d): use a newer ovlive", path, have, want)
+		return fmt.Errorf("the database is at schema version %d, newer than this ovlive knows (%d): use a newer ovlive", have, want)
 	}
 	return nil
 }

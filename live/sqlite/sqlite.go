@@ -162,7 +162,7 @@ func (s *Store) openReadOnly(ctx context.Context) error {
 	close(s.done)
 	have, err := schemaVersion(ctx, s.rdb)
 	if err == nil {
-		err = checkVersion(s.path, have)
+		err = checkVersion(have)
 	}
 	if err != nil {
 		_ = s.rdb.Close()
