@@ -7,6 +7,7 @@
 package live
 
 import (
+	"errors"
 	"slices"
 	"time"
 
@@ -57,7 +58,17 @@ type Registration struct {
 	ServiceID string `json:"service_id"`
 	// SubjectID is the person named in X-OV-Subject, the stream's owner.
 	SubjectID string `json:"subject_id"`
+	// AuthEpoch, when not 0, is the auth epoch the check-in was authorised
+	// at (CheckInLookup.Epoch): Accept stores it only if the epoch is still
+	// that in its own transaction, and fails with ErrAuthChanged otherwise.
+	AuthEpoch int64 `json:"-"`
 }
+
+// ErrAuthChanged is returned (wrapped) by Accept and Refuse when the
+// record's AuthEpoch is no longer the store's: something that can withdraw
+// the check-in's authorisation changed since it was looked up. Nothing was
+// stored; look the check-in up again.
+var ErrAuthChanged = errors.New("the check-in's authorisation changed since it was looked up")
 
 // Refusal records a check-in that the contract refused: the stream is then
 // "not registered at all" and the owner sees why.
@@ -71,6 +82,8 @@ type Refusal struct {
 	// is not ready), as RefusedReasons bounds and cleans them. They are
 	// kept with the refusal for the owner, never as a registration.
 	Reasons []string `json:"reasons"`
+	// AuthEpoch is as Registration.AuthEpoch, for Refuse.
+	AuthEpoch int64 `json:"-"`
 }
 
 // WorkerRecord is what the store knows about a stream's worker: the current

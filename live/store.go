@@ -100,6 +100,12 @@ type CheckInLookup struct {
 	Stream *Stream
 	// SubjectKnown says the subject is a known person.
 	SubjectKnown bool
+	// Epoch is the store's auth epoch when it read all this: it moves with
+	// every change that can withdraw a check-in's authorisation (a service
+	// token revoked or deleted, a service changed or deleted, a stream
+	// deleted or given away, a person deleted), so a caller may keep the
+	// lookup and write with Registration.AuthEpoch set to it.
+	Epoch int64
 }
 
 // Deletion says what a Delete removed with the entity.

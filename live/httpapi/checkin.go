@@ -28,76 +28,134 @@ type accepted struct {
 func (s *Server) handleCheckIn(w http.ResponseWriter, r *http.Request, rl *reqLog) {
 	ctx := r.Context()
 	streamID := r.PathValue("id")
-	service, subject, err := s.authorizeCheckIn(ctx, r, streamID, rl)
+	a, err := s.authorizeCheckIn(ctx, r, streamID, rl, true)
 	if err != nil {
 		writeError(w, rl, err)
 		return
 	}
 	body, res, err := readReport(r)
 	if err != nil {
+		if a.cached { // the answer must be what the store says now
+			if _, aerr := s.authorizeCheckIn(ctx, r, streamID, rl, false); aerr != nil {
+				err = aerr
+			}
+		}
 		writeError(w, rl, err)
 		return
 	}
-	if !res.Valid {
-		s.refuse(ctx, w, rl, live.Refusal{StreamID: streamID, ServiceID: service, SubjectID: subject, Errors: redactErrors(res.Errors)}, body)
-		return
+	var reg live.Registration
+	var errs []agentsandbox.ValidationError
+	for attempt := 1; ; attempt++ {
+		if res.Valid {
+			reg, err = s.store.Accept(ctx, live.Registration{StreamID: streamID, Report: body, ServiceID: a.service, SubjectID: a.subject, AuthEpoch: a.epoch})
+		} else {
+			errs, err = s.refuse(ctx, live.Refusal{StreamID: streamID, ServiceID: a.service, SubjectID: a.subject, Errors: redactErrors(res.Errors), AuthEpoch: a.epoch}, body)
+		}
+		if !errors.Is(err, live.ErrAuthChanged) || attempt == maxAuthAttempts {
+			break
+		}
+		// Something that can withdraw the authorisation changed since it
+		// was read: decide again on what the store says now.
+		s.lookups.drop(a.key)
+		if a, err = s.authorizeCheckIn(ctx, r, streamID, rl, false); err != nil {
+			writeError(w, rl, err)
+			return
+		}
 	}
-	reg, err := s.store.Accept(ctx, live.Registration{StreamID: streamID, Report: body, ServiceID: service, SubjectID: subject})
-	if err != nil {
+	switch {
+	case errors.Is(err, live.ErrAuthChanged):
+		writeError(w, rl, live.Errorf(live.EUNAVAILABLE, "the worker's authorisation kept changing while it checked in: check in again"))
+	case err != nil && !res.Valid:
+		writeError(w, rl, fmt.Errorf("record refusal: %w", err))
+	case err != nil:
 		writeError(w, rl, fmt.Errorf("accept check-in: %w", err))
-		return
+	case !res.Valid:
+		s.metrics.refused(errs)
+		writeContractRefusal(w, rl, errs)
+	default:
+		h := live.Derive(live.WorkerRecord{Registration: &reg}, s.now(), s.window)
+		rl.outcome = outcomeAccepted
+		writeJSON(w, http.StatusOK, accepted{Registered: true, State: h.State, AliveUntil: utcPtr(h.AliveUntil), ReceivedAt: reg.ReceivedAt.UTC()})
 	}
-	h := live.Derive(live.WorkerRecord{Registration: &reg}, s.now(), s.window)
-	rl.outcome = outcomeAccepted
-	writeJSON(w, http.StatusOK, accepted{Registered: true, State: h.State, AliveUntil: utcPtr(h.AliveUntil), ReceivedAt: reg.ReceivedAt.UTC()})
 }
 
+// maxAuthAttempts bounds how often a check-in is authorised again when its
+// authorisation changes under it.
+const maxAuthAttempts = 3
+
 // refuse records a contract refusal, with the refused report's own reasons
-// (never as a registration), and answers it 422.
-func (s *Server) refuse(ctx context.Context, w http.ResponseWriter, rl *reqLog, ref live.Refusal, body []byte) {
+// (never as a registration), and returns the errors to answer.
+func (s *Server) refuse(ctx context.Context, ref live.Refusal, body []byte) ([]agentsandbox.ValidationError, error) {
 	if v, err := contract.DecodeStrict(body); err == nil { // Check decoded it already
 		ref.Reasons = live.RefusedReasons(v)
 	}
-	if _, err := s.store.Refuse(ctx, ref); err != nil {
-		writeError(w, rl, fmt.Errorf("record refusal: %w", err))
-		return
-	}
-	s.metrics.refused(ref.Errors)
-	writeContractRefusal(w, rl, ref.Errors)
+	_, err := s.store.Refuse(ctx, ref)
+	return ref.Errors, err
+}
+
+// authorized is an authorised check-in: its service and subject, the auth
+// epoch it was authorised at, whether the lookup came from the cache, and
+// its key there.
+type authorized struct {
+	service, subject string
+	epoch            int64
+	cached           bool
+	key              lookupKey
 }
 
 // authorizeCheckIn checks rows 1 to 6 of the table: the credential, the
-// principal, the subject and the stream, from one read of the store. It
-// returns the service and subject ids, or the refusal as a *live.Error (or a
-// store failure).
-func (s *Server) authorizeCheckIn(ctx context.Context, r *http.Request, streamID string, rl *reqLog) (service, subject string, err error) {
+// principal, the subject and the stream, from one read of the store (or,
+// when cached is true, from the answer kept for the same presented
+// credential, stream and subject, which the write then checks). It returns
+// the authorised check-in, or the refusal as a *live.Error (or a store
+// failure).
+func (s *Server) authorizeCheckIn(ctx context.Context, r *http.Request, streamID string, rl *reqLog, cached bool) (authorized, error) {
 	p := readCredentials(r)
 	g := delegation{subjects: r.Header.Values(SubjectHeader)}
+	var a authorized
 	var l live.CheckInLookup
 	if secret := p.secret(); secret != "" {
-		subj := ""
+		a.key = lookupKey{hash: live.HashSecret(secret), stream: streamID}
 		if len(g.subjects) > 0 {
-			subj = g.subjects[0]
+			a.key.subject = g.subjects[0]
 		}
-		if l, err = s.store.LookupCheckIn(ctx, live.HashSecret(secret), streamID, subj); err != nil {
-			return "", "", fmt.Errorf("check in: %w", err)
+		var hit bool
+		if cached {
+			l, hit = s.lookups.get(a.key, s.now())
 		}
+		if !hit {
+			var err error
+			if l, err = s.store.LookupCheckIn(ctx, a.key.hash, streamID, a.key.subject); err != nil {
+				return a, fmt.Errorf("check in: %w", err)
+			}
+		}
+		a.cached = hit
 	}
 	f := found{cred: l.Credential, service: l.Service}
 	d := decideCheckIn(p, f, s.now())
 	rl.decided(d)
 	if !d.ok() {
-		return "", "", d.err()
+		return a, d.err()
 	}
-	s.touch(ctx, f.cred)
-	service = d.principal
+	if now := s.now(); f.cred.NeedsTouch(now) {
+		s.touch(ctx, f.cred)
+		c := *f.cred
+		c.LastUsedAt = &now
+		l.Credential = &c
+		s.lookups.used(a.key, now)
+	}
+	a.service = d.principal
 	g.stream, g.subjectKnown = l.Stream, l.SubjectKnown
 	d = decideDelegation(streamID, g)
 	rl.reason = d.reason
 	if !d.ok() {
-		return "", "", d.err()
+		return a, d.err()
 	}
-	return service, d.principal, nil
+	a.subject, a.epoch = d.principal, l.Epoch
+	if !a.cached {
+		s.lookups.put(a.key, l, s.now())
+	}
+	return a, nil
 }
 
 // readReport checks rows 7 to 10 of the table: the body's size (reading at

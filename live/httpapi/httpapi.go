@@ -104,6 +104,7 @@ type Server struct {
 	secure     bool
 	log        *slog.Logger
 	metrics    *metrics
+	lookups    *lookupCache
 	mux        *http.ServeMux
 }
 
@@ -120,7 +121,7 @@ func New(cfg Config) (*Server, error) {
 	if (cfg.Registerer == nil) != (cfg.Gatherer == nil) {
 		return nil, errors.New("new server: set both Registerer and Gatherer, or neither")
 	}
-	s := &Server{now: cfg.Now, window: cfg.Window, sessionTTL: cfg.SessionTTL, secure: cfg.SecureCookies, log: cfg.Logger}
+	s := &Server{now: cfg.Now, window: cfg.Window, sessionTTL: cfg.SessionTTL, secure: cfg.SecureCookies, log: cfg.Logger, lookups: newLookupCache()}
 	if s.now == nil {
 		s.now = time.Now
 	}

@@ -104,7 +104,7 @@ func TestMetrics(t *testing.T) {
 		`ovlive_streams{state="alive"} 1`, `ovlive_streams{state="stale"} 1`, `ovlive_streams{state="refused"} 1`, `ovlive_streams{state="absent"} 1`,
 		`ovlive_contract_refusals_total{path="/isolation"} 6`, `ovlive_contract_refusals_total{path="/reasons/*"} 1`, `ovlive_contract_refusals_total{path="/checks/*"} 1`,
 		`ovlive_checkins_total{outcome="accepted"} 2`, `ovlive_checkins_total{outcome="refused_contract"} 2`,
-		`ovlive_store_duration_seconds_count{op="accept"} 2`, `ovlive_store_duration_seconds_count{op="lookup_check_in"} 4`,
+		`ovlive_store_duration_seconds_count{op="accept"} 2`, `ovlive_store_duration_seconds_count{op="lookup_check_in"} 3`,
 		`ovlive_build_info{goversion="go1.26.8",revision="abc",version="1.2.3"} 1`,
 	} {
 		if !strings.Contains(string(body), want+"\n") {

@@ -3,6 +3,8 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"openvibe.network/agentsandbox/live"
@@ -28,13 +30,16 @@ type acceptResult struct {
 
 // acceptSQL upserts a batch of registrations (the arrays $1..$4, in order)
 // with the database's clock, and records the transitions each makes, in one
-// statement (so one transaction and one commit). It follows
+// statement (so one transaction and one commit). A registration whose auth
+// epoch ($6, 0 for none) is no longer the store's is left out. It follows
 // live.AcceptTransitions: a registration that replaces none, or one that had
 // gone stale ($5 microseconds old), starts a new alive run, preceded by the
-// stale state of the old one. It returns each stream's receive time and
-// whether it recorded transitions.
+// stale state of the old one. It returns each written stream's receive time
+// and whether it recorded transitions.
 const acceptSQL = `WITH input AS (
-		SELECT * FROM unnest($1::text[], $2::bytea[], $3::text[], $4::text[]) WITH ORDINALITY AS i(stream_id, report, service_id, subject_id, n)
+		SELECT * FROM unnest($1::text[], $2::bytea[], $3::text[], $4::text[], $6::bigint[])
+			WITH ORDINALITY AS i(stream_id, report, service_id, subject_id, epoch, n)
+		WHERE epoch = 0 OR epoch = (SELECT v FROM auth_epoch WHERE id = 1)
 	), up AS (
 		INSERT INTO registrations (stream_id, report, received_at, service_id, subject_id)
 		SELECT stream_id, report, clock_timestamp(), service_id, subject_id FROM input ORDER BY n
@@ -120,7 +125,9 @@ func gather(batch []acceptOp, ch <-chan acceptOp) []acceptOp {
 }
 
 // splitRepeats keeps in batch the first op of each stream and moves the
-// others, in order, to next (one statement may not upsert a row twice).
+// others, in order, to next (one statement may not upsert a row twice). It
+// sorts the kept ops by stream, so that batches written at once lock their
+// rows in the same order and wait for each other instead of deadlocking.
 func splitRepeats(batch, next []acceptOp) ([]acceptOp, []acceptOp) {
 	seen := make(map[string]bool, len(batch))
 	kept := batch[:0]
@@ -132,6 +139,7 @@ func splitRepeats(batch, next []acceptOp) ([]acceptOp, []acceptOp) {
 		seen[op.r.StreamID] = true
 		kept = append(kept, op)
 	}
+	slices.SortFunc(kept, func(a, b acceptOp) int { return strings.Compare(a.r.StreamID, b.r.StreamID) })
 	return kept, next
 }
 
@@ -147,11 +155,15 @@ func (s *Store) acceptBatch(batch []acceptOp) {
 		return
 	}
 	for _, op := range batch {
-		if err != nil {
+		at, written := times[op.r.StreamID]
+		switch {
+		case err != nil:
 			op.done <- acceptResult{err: workerError("accept", "registrations_stream_id_fkey", op.r.StreamID, op.r.ServiceID, op.r.SubjectID, err)}
-			continue
+		case !written: // only its epoch keeps a check-in out
+			op.done <- acceptResult{err: fmt.Errorf("accept %s: %w", op.r.StreamID, live.ErrAuthChanged)}
+		default:
+			op.done <- acceptResult{receivedAt: at}
 		}
-		op.done <- acceptResult{receivedAt: times[op.r.StreamID]}
 	}
 }
 
@@ -163,10 +175,11 @@ func (s *Store) upsert(batch []acceptOp) (map[string]time.Time, error) {
 	defer cancel()
 	n := len(batch)
 	streams, reports, services, subjects := make([]string, n), make([][]byte, n), make([]string, n), make([]string, n)
+	epochs := make([]int64, n)
 	for i, op := range batch {
-		streams[i], reports[i], services[i], subjects[i] = op.r.StreamID, op.r.Report, op.r.ServiceID, op.r.SubjectID
+		streams[i], reports[i], services[i], subjects[i], epochs[i] = op.r.StreamID, op.r.Report, op.r.ServiceID, op.r.SubjectID, op.r.AuthEpoch
 	}
-	rows, err := s.pool.Query(ctx, acceptSQL, streams, reports, services, subjects, s.window.Microseconds())
+	rows, err := s.pool.Query(ctx, acceptSQL, streams, reports, services, subjects, s.window.Microseconds(), epochs)
 	if err != nil {
 		return nil, err
 	}
@@ -188,9 +201,6 @@ func (s *Store) upsert(batch []acceptOp) (map[string]time.Time, error) {
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return nil, err
-	}
-	if len(times) != n {
-		return nil, fmt.Errorf("accept: %d rows written for %d check-ins", len(times), n)
 	}
 	if len(grown) > 0 {
 		_ = s.prune(ctx, grown)

@@ -235,3 +235,9 @@ func TestMigrateFromV1(t *testing.T) {
 		t.Fatalf("login ticket after migration: %v", err)
 	}
 }
+
+// BenchmarkLookupCheckIn measures a check-in's one read.
+func BenchmarkLookupCheckIn(b *testing.B) {
+	dsn := testenv.PostgresDSN(b)
+	storetest.BenchmarkLookupCheckIn(b, open(b, dsn, schema(b, dsn)))
+}

@@ -40,6 +40,15 @@ func (s *Store) Refuse(ctx context.Context, r live.Refusal) (live.Refusal, error
 	}
 	var grew bool
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if r.AuthEpoch != 0 {
+			var epoch int64
+			if err := tx.QueryRow(ctx, "SELECT v FROM auth_epoch WHERE id = 1").Scan(&epoch); err != nil {
+				return fmt.Errorf("refuse: read auth epoch: %w", err)
+			}
+			if epoch != r.AuthEpoch {
+				return fmt.Errorf("refuse: %w", live.ErrAuthChanged)
+			}
+		}
 		err := tx.QueryRow(ctx, `INSERT INTO refusals (stream_id, at, service_id, subject_id, errors, reasons)
 			VALUES ($1, clock_timestamp(), $2, $3, $4, $5)
 			ON CONFLICT (stream_id) DO UPDATE SET at = excluded.at, service_id = excluded.service_id,
@@ -146,14 +155,14 @@ func (s *Store) LookupCheckIn(ctx context.Context, hash [32]byte, stream, subjec
 	err := s.pool.QueryRow(ctx, `SELECT c.id, c.kind, c.service_id, c.person_id, c.created_at, c.expires_at, c.revoked_at, c.last_used_at,
 			v.id, v.name, v.first_party, v.capabilities, v.created_at,
 			st.id, st.owner_id, st.created_at,
-			EXISTS (SELECT 1 FROM persons WHERE id = $3)
+			EXISTS (SELECT 1 FROM persons WHERE id = $3), (SELECT v FROM auth_epoch WHERE id = 1)
 		FROM (SELECT 1) AS one
 		LEFT JOIN credentials c ON c.hash = $1
 		LEFT JOIN services v ON v.id = c.service_id
 		LEFT JOIN streams st ON st.id = $2`, hash[:], stream, subject).Scan(
 		&credID, &kind, &credSvc, &credPer, &credCreated, &expires, &revoked, &lastUsed,
 		&svcID, &svcName, &svcFirst, &svcCaps, &svcCreated,
-		&stID, &stOwner, &stCreated, &l.SubjectKnown)
+		&stID, &stOwner, &stCreated, &l.SubjectKnown, &l.Epoch)
 	if err != nil {
 		return l, fmt.Errorf("look up check-in: %w", err)
 	}

@@ -110,7 +110,7 @@ func (s *Store) ConsumeLoginTicket(ctx context.Context, hash [32]byte) (live.Cre
 // TouchCredential records now, to the minute, as credential id's last use.
 // Errors: ENOTFOUND.
 func (s *Store) TouchCredential(ctx context.Context, id string) error {
-	return s.write(ctx, func(ctx context.Context, q execer) error {
+	return s.writeKeepingAuth(ctx, 0, func(ctx context.Context, q execer) error {
 		now := s.now().Truncate(live.LastUseGrain)
 		res, err := q.ExecContext(ctx, "UPDATE credentials SET last_used_at = ? WHERE id = ?", nanos(now), id)
 		if err != nil {

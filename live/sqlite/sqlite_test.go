@@ -99,3 +99,13 @@ func BenchmarkAccept(b *testing.B) {
 	defer s.Close()
 	storetest.BenchmarkAccept(b, s)
 }
+
+// BenchmarkLookupCheckIn measures a check-in's one read.
+func BenchmarkLookupCheckIn(b *testing.B) {
+	s, err := sqlite.Open(b.Context(), filepath.Join(b.TempDir(), "live.db"), sqlite.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	storetest.BenchmarkLookupCheckIn(b, s)
+}

@@ -22,7 +22,7 @@ func (s *Store) Accept(ctx context.Context, r live.Registration) (live.Registrat
 		return r, err
 	}
 	r.Report = append([]byte(nil), r.Report...)
-	err := s.write(ctx, func(ctx context.Context, q execer) error {
+	err := s.writeKeepingAuth(ctx, r.AuthEpoch, func(ctx context.Context, q execer) error {
 		r.ReceivedAt = fromNanos(nanos(s.now()))
 		var previous sql.NullInt64
 		err := q.QueryRowContext(ctx, `INSERT INTO registrations (stream_id, report, received_at, service_id, subject_id)
@@ -57,7 +57,7 @@ func (s *Store) Refuse(ctx context.Context, r live.Refusal) (live.Refusal, error
 	if err != nil {
 		return r, fmt.Errorf("refuse: %w", err)
 	}
-	err = s.write(ctx, func(ctx context.Context, q execer) error {
+	err = s.writeKeepingAuth(ctx, r.AuthEpoch, func(ctx context.Context, q execer) error {
 		r.At = fromNanos(nanos(s.now()))
 		_, err := q.ExecContext(ctx, `INSERT INTO refusals (stream_id, at, service_id, subject_id, errors, reasons)
 			VALUES (?, ?, ?, ?, ?, ?)
@@ -152,14 +152,14 @@ func (s *Store) LookupCheckIn(ctx context.Context, hash [32]byte, stream, subjec
 	err := s.readRow(ctx, `SELECT c.id, c.kind, c.service_id, c.person_id, c.created_at, c.expires_at, c.revoked_at, c.last_used_at,
 			v.id, v.name, v.first_party, v.capabilities, v.created_at,
 			st.id, st.owner_id, st.created_at,
-			EXISTS (SELECT 1 FROM persons WHERE id = ?3)
+			EXISTS (SELECT 1 FROM persons WHERE id = ?3), (SELECT v FROM auth_epoch WHERE id = 1)
 		FROM (SELECT 1)
 		LEFT JOIN credentials c ON c.hash = ?1
 		LEFT JOIN services v ON v.id = c.service_id
 		LEFT JOIN streams st ON st.id = ?2`, hash[:], stream, subject).Scan(
 		&credID, &kind, &credSvc, &credPer, &credCreated, &expires, &revoked, &lastUsed,
 		&svcID, &svcName, &svcFirst, &svcCaps, &svcCreated,
-		&stID, &stOwner, &stCreated, &known)
+		&stID, &stOwner, &stCreated, &known, &l.Epoch)
 	if err != nil {
 		return l, fmt.Errorf("look up check-in: %w", err)
 	}
@@ -184,7 +184,7 @@ func (s *Store) LookupCheckIn(ctx context.Context, hash [32]byte, stream, subjec
 
 // Probe writes and commits the health probe's row.
 func (s *Store) Probe(ctx context.Context) error {
-	err := s.write(ctx, func(ctx context.Context, q execer) error {
+	err := s.writeKeepingAuth(ctx, 0, func(ctx context.Context, q execer) error {
 		_, err := q.ExecContext(ctx, "INSERT INTO health_probe (id, at) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET at = excluded.at", nanos(s.now()))
 		return err
 	})

@@ -28,20 +28,34 @@ type execer interface {
 // writeOp is one write waiting for the writer: fn runs inside the group's
 // transaction and may run several statements; it may be run twice (see
 // commit), so it sets its results afresh each time. Its error (or the
-// commit's) goes to done.
+// commit's) goes to done. An op with an epoch runs only if the auth epoch
+// is still that (else it fails with live.ErrAuthChanged); an op that
+// keepsAuth never moves the epoch.
 type writeOp struct {
-	fn   func(ctx context.Context, q execer) error
-	done chan error
+	fn        func(ctx context.Context, q execer) error
+	done      chan error
+	epoch     int64
+	keepsAuth bool
 }
 
 // write hands fn to the writer and waits until its group is committed.
 // Once the writer has taken fn, write waits for the outcome even if ctx
 // ends, so the caller never misreads a committed write as failed.
 func (s *Store) write(ctx context.Context, fn func(ctx context.Context, q execer) error) error {
+	return s.submit(ctx, writeOp{fn: fn})
+}
+
+// writeKeepingAuth is write for an fn that never moves the auth epoch,
+// which, when epoch is not 0, runs only while the epoch is epoch.
+func (s *Store) writeKeepingAuth(ctx context.Context, epoch int64, fn func(ctx context.Context, q execer) error) error {
+	return s.submit(ctx, writeOp{fn: fn, epoch: epoch, keepsAuth: true})
+}
+
+func (s *Store) submit(ctx context.Context, op writeOp) error {
 	if s.ops == nil {
 		return errReadOnly
 	}
-	op := writeOp{fn: fn, done: make(chan error, 1)}
+	op.done = make(chan error, 1)
 	select {
 	case s.ops <- op:
 	case <-ctx.Done():
@@ -88,7 +102,11 @@ func (s *Store) commit(batch []writeOp) {
 	errs := make([]error, len(batch))
 	failed := false
 	err := s.inTx(ctx, func(w *wconn) error {
+		var ep epochCheck
 		for i, op := range batch {
+			if errs[i] = ep.check(ctx, w, op); errs[i] != nil {
+				continue
+			}
 			if errs[i] = op.fn(ctx, w); errs[i] != nil {
 				failed = true
 				return errs[i]
@@ -99,8 +117,11 @@ func (s *Store) commit(batch []writeOp) {
 	if failed && len(batch) > 1 {
 		clear(errs)
 		err = s.inTx(ctx, func(w *wconn) error {
+			var ep epochCheck
 			for i, op := range batch {
-				errs[i] = inSavepoint(ctx, w, op.fn)
+				if errs[i] = ep.check(ctx, w, op); errs[i] == nil {
+					errs[i] = inSavepoint(ctx, w, op.fn)
+				}
 			}
 			return nil
 		})
@@ -111,6 +132,36 @@ func (s *Store) commit(batch []writeOp) {
 		}
 		op.done <- errs[i]
 	}
+}
+
+// epochCheck checks the ops of one transaction against the auth epoch,
+// read once and again only after an op that may have moved it.
+type epochCheck struct {
+	epoch int64
+	known bool
+}
+
+// check returns live.ErrAuthChanged (wrapped) when op has an epoch that is
+// no longer the store's; it reads the epoch when it must.
+func (e *epochCheck) check(ctx context.Context, w *wconn, op writeOp) error {
+	defer func() {
+		if !op.keepsAuth {
+			e.known = false
+		}
+	}()
+	if op.epoch == 0 {
+		return nil
+	}
+	if !e.known {
+		if err := w.QueryRowContext(ctx, "SELECT v FROM auth_epoch WHERE id = 1").Scan(&e.epoch); err != nil {
+			return fmt.Errorf("write: read auth epoch: %w", err)
+		}
+		e.known = true
+	}
+	if e.epoch != op.epoch {
+		return fmt.Errorf("write: %w", live.ErrAuthChanged)
+	}
+	return nil
 }
 
 // inTx runs fn between BEGIN IMMEDIATE and COMMIT on the writer's

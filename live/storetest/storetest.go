@@ -84,6 +84,7 @@ func Run(t *testing.T, newDB NewFunc, traits Traits) {
 		{"HistoryPruned", testHistoryPruned},
 		{"CountStates", testCountStates},
 		{"Probe", testProbe},
+		{"AuthEpoch", testAuthEpoch},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
