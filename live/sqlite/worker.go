@@ -9,7 +9,6 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"openvibe.network/agentsandbox"
-
 	"openvibe.network/agentsandbox/live"
 )
 
@@ -22,21 +21,9 @@ func (s *Store) Accept(ctx context.Context, r live.Registration) (live.Registrat
 		return r, err
 	}
 	r.Report = append([]byte(nil), r.Report...)
-	err := s.writeKeepingAuth(ctx, r.AuthEpoch, func(ctx context.Context, q execer) error {
-		r.ReceivedAt = fromNanos(nanos(s.now()))
-		var previous sql.NullInt64
-		err := q.QueryRowContext(ctx, `INSERT INTO registrations (stream_id, report, received_at, service_id, subject_id)
-			VALUES (?, ?, ?, ?, ?)
-			ON CONFLICT (stream_id) DO UPDATE SET report = excluded.report, received_at = excluded.received_at,
-				service_id = excluded.service_id, subject_id = excluded.subject_id,
-				previous_received_at = registrations.received_at
-			RETURNING previous_received_at`,
-			r.StreamID, r.Report, nanos(r.ReceivedAt), r.ServiceID, r.SubjectID).Scan(&previous)
-		if err != nil {
-			return workerError(ctx, q, "accept", r.StreamID, r.ServiceID, r.SubjectID, err)
-		}
-		return s.record(ctx, q, r.StreamID, live.AcceptTransitions(fromNullNanos(previous), r.ReceivedAt, s.window))
-	})
+	op := writeOp{epoch: r.AuthEpoch, keepsAuth: true, accept: &r}
+	op.fn = func(ctx context.Context, q execer) error { return s.acceptGroup(ctx, q, []*live.Registration{&r}) }
+	err := s.submit(ctx, op)
 	return r, err
 }
 
