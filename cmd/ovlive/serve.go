@@ -78,7 +78,9 @@ func serveCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	if f.sessionTTL <= 0 || f.shutdownTimeout <= 0 {
 		return cli.UsageError(fs, stderr, "--session-ttl and --shutdown-timeout must be positive")
 	}
-	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: f.logLevel}))
+	lw := newLogWriter(stderr)
+	defer lw.Close()
+	log := slog.New(slog.NewJSONHandler(lw, &slog.HandlerOptions{Level: f.logLevel}))
 	tuneRuntime()
 	if err := serve(ctx, *f, log); err != nil {
 		log.Error("serve failed", "err", err.Error())
