@@ -29,5 +29,8 @@ func (d *dbFlags) register(fs *flag.FlagSet) {
 // stringList is a repeatable string flag.
 type stringList []string
 
-func (l *stringList) String() string     { return strings.Join(*l, ",") }
+// String joins the values with commas.
+func (l *stringList) String() string { return strings.Join(*l, ",") }
+
+// Set adds a value.
 func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
