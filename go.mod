@@ -6,6 +6,7 @@ toolchain go1.26.8
 
 require (
 	code.dny.dev/ssrf v0.3.0
+	github.com/BurntSushi/toml v1.5.0
 	github.com/chromedp/cdproto v0.159.0
 	github.com/chromedp/chromedp v0.23.0
 	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875

@@ -16,6 +16,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"openvibe.network/agentsandbox"
 )
 
 // ErrUnknownContract is wrapped by the errors of Schema, Validate and
@@ -72,6 +74,9 @@ var validators = sync.OnceValues(func() (map[string]*validator, error) {
 			return nil, fmt.Errorf("compile contract %s: %w", name, err)
 		}
 		m[name] = v
+	}
+	if v := m[agentsandbox.WorkerCheckInContract]; v != nil {
+		v.fast = fastWorkerCheckIn
 	}
 	return m, nil
 })

@@ -170,6 +170,9 @@ func roundTrip(value any) (any, error) {
 type validator struct {
 	schema *jsonschema.Schema
 	doc    any // the schema document, to read keyword values in source order
+	// fast, when set, says yes only for text that is strict JSON and valid
+	// (see Check); false means "ask the engine".
+	fast func(data []byte) bool
 }
 
 // compile compiles a schema document with format assertion on and date-time
@@ -247,4 +250,32 @@ func utf16Key(r rune) int {
 	default:
 		return int(r) + 0x100000 // U+E000..U+FFFF after every pair
 	}
+}
+
+// Check parses data strictly (as DecodeStrict does) and validates it
+// against the named contract, as ValidateJSON does, but tells the two
+// failures apart: text that is not strict JSON is an error (a *DecodeError,
+// for a 400), a contract violation is a Result with Valid false (for a 422).
+// The error wraps ErrUnknownContract for an unknown name.
+//
+// A valid worker check-in takes a fast path that builds no value tree and
+// does not run the engine; every other document takes the full path, so
+// the errors of an invalid one are exactly Validate's.
+func Check(name string, data []byte) (Result, error) {
+	v, err := lookup(name)
+	if err != nil {
+		return Result{}, err
+	}
+	if v.fast != nil && v.fast(data) {
+		return Result{Valid: true, Errors: []agentsandbox.ValidationError{}}, nil
+	}
+	doc, err := DecodeStrict(data)
+	if err != nil {
+		return Result{}, err
+	}
+	inst, err := normalize(doc)
+	if err != nil { // DecodeStrict refuses every number normalize would
+		return Result{}, fmt.Errorf("check %s: %w", name, err)
+	}
+	return v.check(inst), nil
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 )
@@ -18,7 +19,18 @@ const (
 	KindPersonToken  CredentialKind = "person_token"  // ovp_, held by a person
 	KindDeskTicket   CredentialKind = "desk_ticket"   // ovd_, held by a person
 	KindSession      CredentialKind = "session"       // ov_session cookie value, held by a person
+	KindLoginTicket  CredentialKind = "login_ticket"  // ovl_, a one-time sign-in link, held by a person
 )
+
+// CredentialKinds returns every kind, in the order listings name them. The
+// slice is the caller's own.
+func CredentialKinds() []CredentialKind {
+	return []CredentialKind{KindServiceToken, KindPersonToken, KindDeskTicket, KindSession, KindLoginTicket}
+}
+
+// LastUseGrain is how finely stores keep a credential's last use: a use
+// within this long of the recorded one need not be written.
+const LastUseGrain = time.Minute
 
 // Prefix returns the readable prefix of secrets of kind k.
 func (k CredentialKind) Prefix() string {
@@ -31,6 +43,8 @@ func (k CredentialKind) Prefix() string {
 		return "ovd_"
 	case KindSession:
 		return "ovsess_"
+	case KindLoginTicket:
+		return "ovl_"
 	}
 	return ""
 }
@@ -46,6 +60,18 @@ type Credential struct {
 	CreatedAt time.Time  `json:"created_at"`
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
 	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+	// LastUsedAt is when the credential was last used (to LastUseGrain);
+	// nil when never.
+	LastUsedAt *time.Time `json:"last_used_at,omitempty"`
+	// HolderName is the name of the person or service holding it; set by
+	// ListCredentials only.
+	HolderName string `json:"holder_name,omitempty"`
+}
+
+// NeedsTouch reports whether a use of c at now should be recorded: it was
+// never used, or its recorded use is LastUseGrain old.
+func (c Credential) NeedsTouch(now time.Time) bool {
+	return c.LastUsedAt == nil || now.Sub(*c.LastUsedAt) >= LastUseGrain
 }
 
 // Usable reports whether c is neither revoked nor expired at now.
@@ -71,7 +97,7 @@ func HashSecret(secret string) [32]byte { return sha256.Sum256([]byte(secret)) }
 // KindOfSecret returns the kind named by secret's prefix, and false when the
 // prefix is none of them.
 func KindOfSecret(secret string) (CredentialKind, bool) {
-	for _, k := range []CredentialKind{KindServiceToken, KindPersonToken, KindDeskTicket, KindSession} {
+	for _, k := range CredentialKinds() {
 		if strings.HasPrefix(secret, k.Prefix()) {
 			return k, true
 		}
@@ -86,4 +112,14 @@ func NewID(prefix string) (string, error) {
 		return "", fmt.Errorf("new id: %w", err)
 	}
 	return prefix + base64.RawURLEncoding.EncodeToString(b[:]), nil
+}
+
+// secretLike matches what looks like one of Live's secrets: a kind's prefix
+// and the characters of a secret.
+var secretLike = regexp.MustCompile(`ov(s|p|d|sess|l)_[A-Za-z0-9_-]+`)
+
+// RedactSecrets replaces anything in s that looks like one of Live's secrets
+// with "[redacted]".
+func RedactSecrets(s string) string {
+	return secretLike.ReplaceAllString(s, "[redacted]")
 }

@@ -13,6 +13,7 @@ const (
 	ENOTFOUND     = "not_found"
 	EUNAUTHORIZED = "unauthorized"
 	EFORBIDDEN    = "forbidden"
+	EUNAVAILABLE  = "unavailable" // the store cannot do it now (read-only, not writable)
 )
 
 // Error is an error meant for a person: Code selects the HTTP status, Message

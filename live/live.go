@@ -7,7 +7,7 @@
 package live
 
 import (
-	"context"
+	"errors"
 	"slices"
 	"time"
 
@@ -58,7 +58,17 @@ type Registration struct {
 	ServiceID string `json:"service_id"`
 	// SubjectID is the person named in X-OV-Subject, the stream's owner.
 	SubjectID string `json:"subject_id"`
+	// AuthEpoch, when not 0, is the auth epoch the check-in was authorised
+	// at (CheckInLookup.Epoch): Accept stores it only if the epoch is still
+	// that in its own transaction, and fails with ErrAuthChanged otherwise.
+	AuthEpoch int64 `json:"-"`
 }
+
+// ErrAuthChanged is returned (wrapped) by Accept and Refuse when the
+// record's AuthEpoch is no longer the store's: something that can withdraw
+// the check-in's authorisation changed since it was looked up. Nothing was
+// stored; look the check-in up again.
+var ErrAuthChanged = errors.New("the check-in's authorisation changed since it was looked up")
 
 // Refusal records a check-in that the contract refused: the stream is then
 // "not registered at all" and the owner sees why.
@@ -68,6 +78,12 @@ type Refusal struct {
 	ServiceID string                         `json:"service_id"`
 	SubjectID string                         `json:"subject_id"`
 	Errors    []agentsandbox.ValidationError `json:"errors"`
+	// Reasons are the refused report's own reasons (why its worker says it
+	// is not ready), as RefusedReasons bounds and cleans them. They are
+	// kept with the refusal for the owner, never as a registration.
+	Reasons []string `json:"reasons"`
+	// AuthEpoch is as Registration.AuthEpoch, for Refuse.
+	AuthEpoch int64 `json:"-"`
 }
 
 // WorkerRecord is what the store knows about a stream's worker: the current
@@ -76,44 +92,4 @@ type Refusal struct {
 type WorkerRecord struct {
 	Registration *Registration
 	Refusal      *Refusal
-}
-
-// Store keeps Live's state. Implementations: live/sqlite, live/postgres; both
-// pass live/storetest. Methods return *Error with code ENOTFOUND for a
-// missing entity, ECONFLICT for a duplicate id, EINVALID for bad input.
-type Store interface {
-	CreatePerson(ctx context.Context, p Person) (Person, error)
-	Person(ctx context.Context, id string) (Person, error)
-	ListPersons(ctx context.Context) ([]Person, error)
-
-	CreateStream(ctx context.Context, s Stream) (Stream, error)
-	Stream(ctx context.Context, id string) (Stream, error)
-	ListStreams(ctx context.Context) ([]Stream, error)
-
-	CreateService(ctx context.Context, s Service) (Service, error)
-	Service(ctx context.Context, id string) (Service, error)
-	ListServices(ctx context.Context) ([]Service, error)
-
-	// CreateCredential stores c (its Hash, never the secret).
-	CreateCredential(ctx context.Context, c Credential) (Credential, error)
-	// CredentialByHash finds a credential by the SHA-256 of its secret,
-	// revoked and expired ones included (the caller decides).
-	CredentialByHash(ctx context.Context, hash [32]byte) (Credential, error)
-	// RevokeCredential marks credential id revoked at the store's time.
-	RevokeCredential(ctx context.Context, id string) error
-	// ListCredentials lists credentials of kind ("" for all), without hashes.
-	ListCredentials(ctx context.Context, kind CredentialKind) ([]Credential, error)
-
-	// Accept stores an accepted check-in, durably, replacing the stream's
-	// registration. ReceivedAt is set by the store (the database's clock on
-	// PostgreSQL) and returned.
-	Accept(ctx context.Context, r Registration) (Registration, error)
-	// Refuse clears the stream's registration and records the refusal, in one
-	// transaction. At is set by the store and returned.
-	Refuse(ctx context.Context, r Refusal) (Refusal, error)
-	// Worker returns the stream's registration and last refusal.
-	Worker(ctx context.Context, streamID string) (WorkerRecord, error)
-
-	// Close releases the store.
-	Close() error
 }

@@ -100,7 +100,7 @@ func PrepareCredential(c Credential) (Credential, error) {
 	}
 	switch {
 	case c.Kind.Prefix() == "":
-		return c, Errorf(EINVALID, "credential kind %q is unknown: use service_token, person_token, desk_ticket or session", c.Kind)
+		return c, Errorf(EINVALID, "credential kind %q is unknown: use service_token, person_token, desk_ticket, session or login_ticket", c.Kind)
 	case c.Kind == KindServiceToken && (c.ServiceID == "" || c.PersonID != ""):
 		return c, Errorf(EINVALID, "a service token belongs to a service: set the service id and no person id")
 	case c.Kind != KindServiceToken && (c.PersonID == "" || c.ServiceID != ""):

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 
@@ -9,8 +10,8 @@ import (
 
 const listHelp = `Prints the names of the known contracts, one a line. Exit status: 0.`
 
-func listCmd(args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	if _, code, ok := parseArgs("list", "list", listHelp, args, 0, 0, stdout, stderr); !ok {
+func listCmd(_ context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	if _, code, ok := parseArgs("list", "", listHelp, args, 0, 0, stdout, stderr); !ok {
 		return code
 	}
 	for _, name := range contract.Names() {

@@ -66,12 +66,13 @@ func TestRun(t *testing.T) {
 		{"schema/ErrNoName", []string{"schema"}, "", 2, "", "usage: ovcontracts schema NAME"},
 		{"schema/help", []string{"schema", "-h"}, "", 0, "usage: ovcontracts schema NAME", ""},
 		{"list/ok", []string{"list"}, "", 0, name + "\n", ""},
-		{"list/ErrArgs", []string{"list", "x"}, "", 2, "", "wrong number of arguments (1)"},
+		{"list/ErrArgs", []string{"list", "x"}, "", 2, "", "unexpected arguments: x"},
 		{"list/help", []string{"list", "--help"}, "", 0, "usage: ovcontracts list", ""},
 		{"help", []string{"--help"}, "", 0, "usage: ovcontracts COMMAND", ""},
 		{"help-word", []string{"help"}, "", 0, "usage: ovcontracts COMMAND", ""},
 		{"ErrNoCommand", nil, "", 2, "", "usage: ovcontracts COMMAND"},
 		{"ErrUnknownCommand", []string{"check"}, "", 2, "", `unknown command "check"`},
+		{"version", []string{"--version"}, "", 0, "ovcontracts ", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 
@@ -10,8 +11,8 @@ import (
 const schemaHelp = `Prints the JSON Schema (draft 2020-12) of contract NAME, as embedded in
 this binary. Exit status: 0 done, 2 usage error or unknown contract.`
 
-func schemaCmd(args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	pos, code, ok := parseArgs("schema", "schema NAME", schemaHelp, args, 1, 1, stdout, stderr)
+func schemaCmd(_ context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	pos, code, ok := parseArgs("schema", "NAME", schemaHelp, args, 1, 1, stdout, stderr)
 	if !ok {
 		return code
 	}

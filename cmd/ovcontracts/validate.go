@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -19,8 +20,8 @@ invalid, with one error at path "" saying what is wrong and where.
 Exit status: 0 valid, 1 invalid, 2 usage error, unknown contract or
 unreadable file.`
 
-func validateCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	pos, code, ok := parseArgs("validate", "validate NAME [FILE|-]", validateHelp, args, 1, 2, stdout, stderr)
+func validateCmd(_ context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	pos, code, ok := parseArgs("validate", "NAME [FILE|-]", validateHelp, args, 1, 2, stdout, stderr)
 	if !ok {
 		return code
 	}

@@ -71,3 +71,49 @@ func serviceList(*flag.FlagSet) (func([]string) error, adminDo) {
 		return items(s.ListServices(ctx))
 	}
 }
+
+func personDelete(*flag.FlagSet) (func([]string) error, adminDo) {
+	return nil, func(ctx context.Context, s live.Store, args []string) (any, error) {
+		return s.DeletePerson(ctx, args[0])
+	}
+}
+
+func streamDelete(*flag.FlagSet) (func([]string) error, adminDo) {
+	return nil, func(ctx context.Context, s live.Store, args []string) (any, error) {
+		return s.DeleteStream(ctx, args[0])
+	}
+}
+
+func serviceDelete(*flag.FlagSet) (func([]string) error, adminDo) {
+	return nil, func(ctx context.Context, s live.Store, args []string) (any, error) {
+		return s.DeleteService(ctx, args[0])
+	}
+}
+
+// capabilityOut is what capability add and remove print: the service's
+// capabilities after the change.
+type capabilityOut struct {
+	ID           string   `json:"id"`
+	Capabilities []string `json:"capabilities"`
+}
+
+func capabilityAdd(fs *flag.FlagSet) (func([]string) error, adminDo) { return capability(fs, true) }
+
+func capabilityRemove(fs *flag.FlagSet) (func([]string) error, adminDo) { return capability(fs, false) }
+
+func capability(fs *flag.FlagSet, held bool) (func([]string) error, adminDo) {
+	service := fs.String("service", "", "the `SERVICE_ID` (required; see `service list`)")
+	check := func(args []string) error {
+		if *service == "" {
+			return errors.New("--service is required")
+		}
+		if args[0] == "" {
+			return errors.New("name the capability, e.g. " + live.CapabilityRegister)
+		}
+		return nil
+	}
+	return check, func(ctx context.Context, s live.Store, args []string) (any, error) {
+		sv, err := s.SetCapability(ctx, *service, args[0], held)
+		return capabilityOut{sv.ID, sv.Capabilities}, err
+	}
+}

@@ -110,6 +110,7 @@ func TestAdmin(t *testing.T) {
 	})
 	t.Run("EmptyList", func(t *testing.T) {
 		other := "sqlite:" + filepath.Join(t.TempDir(), "empty.db")
+		admin(t, other, "person", "add", "--name", "x") // a write creates the database
 		if out, _ := runCode(t, 0, "admin", "--db", other, "stream", "list"); out != "{\"items\":[]}\n" {
 			t.Fatalf("empty list printed %q", out)
 		}
@@ -130,7 +131,9 @@ func TestAdminErrors(t *testing.T) {
 		{"NoCommand", 2, []string{}, "usage: ovlive COMMAND"},
 		{"UnknownCommand", 2, []string{"frobnicate"}, `unknown command "frobnicate"`},
 		{"AdminNoAction", 2, []string{"admin", "--db", db}, "name what to do"},
-		{"UnknownAction", 2, []string{"admin", "--db", db, "person", "delete"}, `unknown admin command "person delete"`},
+		{"UnknownNoun", 2, []string{"admin", "--db", db, "persons", "add"}, `ovlive admin: unknown command "persons"`},
+		{"UnknownVerb", 2, []string{"admin", "--db", db, "person", "frob"}, `ovlive admin person: unknown command "frob"`},
+		{"NounWithoutVerb", 2, []string{"admin", "--db", db, "person"}, "usage: ovlive admin person COMMAND"},
 		{"MissingName", 2, []string{"admin", "--db", db, "person", "add"}, "--name is required"},
 		{"UnknownFlag", 2, []string{"admin", "--db", db, "person", "add", "--nmae", "x"}, "flag provided but not defined: -nmae"},
 		{"ExtraArgument", 2, []string{"admin", "--db", db, "person", "list", "extra"}, "unexpected arguments: extra"},
@@ -139,11 +142,20 @@ func TestAdminErrors(t *testing.T) {
 		{"TokenNoHolder", 2, []string{"admin", "--db", db, "token", "issue"}, "exactly one of --service"},
 		{"NegativeTTL", 2, []string{"admin", "--db", db, "session", "issue", "--person", person, "--ttl", "-1h"}, "--ttl must not be negative"},
 		{"BadKind", 2, []string{"admin", "--db", db, "credential", "list", "--kind", "cookie"}, `--kind "cookie" is unknown`},
+		{"BadFormat", 2, []string{"admin", "--db", db, "--format", "yaml", "person", "list"}, `--format "yaml": use json or table`},
+		{"LinkTooLong", 2, []string{"admin", "--db", db, "session", "link", "--person", person, "--ttl", "48h"}, "at most 24h0m0s"},
+		{"LinkBadBase", 2, []string{"admin", "--db", db, "session", "link", "--person", person, "--base-url", "ftp://x"}, "give an http:// or https:// URL"},
+		{"CapabilityNoService", 2, []string{"admin", "--db", db, "capability", "add", "x.y"}, "--service is required"},
+		{"DeleteNoID", 2, []string{"admin", "--db", db, "person", "delete"}, "want 1 argument"},
 		{"UnknownOwner", 1, []string{"admin", "--db", db, "stream", "add", "--owner", "per_nobody"}, `owner "per_nobody" is not a known person`},
 		{"TakenStreamID", 1, []string{"admin", "--db", db, "stream", "add", "--owner", person, "--id", "taken"}, `stream "taken" already exists`},
 		{"BadStreamID", 1, []string{"admin", "--db", db, "stream", "add", "--owner", person, "--id", "a/b"}, `stream id "a/b" is not valid`},
 		{"UnknownService", 1, []string{"admin", "--db", db, "token", "issue", "--service", "svc_nobody"}, `service "svc_nobody" does not exist`},
 		{"RevokeUnknown", 1, []string{"admin", "--db", db, "credential", "revoke", "cred_nobody"}, `credential "cred_nobody" not found`},
+		{"DeleteUnknownPerson", 1, []string{"admin", "--db", db, "person", "delete", "per_nobody"}, `person "per_nobody" not found`},
+		{"DeleteUnknownStream", 1, []string{"admin", "--db", db, "stream", "delete", "nope"}, `stream "nope" not found`},
+		{"CapabilityUnknownService", 1, []string{"admin", "--db", db, "capability", "remove", "--service", "svc_nobody", "x"}, `service "svc_nobody" not found`},
+		{"SessionsOfNobody", 1, []string{"admin", "--db", db, "session", "revoke", "--person", "per_nobody"}, `person "per_nobody" not found`},
 		{"BadDSN", 1, []string{"admin", "--db", "mysql://x", "person", "list"}, "use sqlite:PATH or postgres://"},
 		{"SchemaOnSQLite", 1, []string{"admin", "--db", db, "--db-schema", "x", "person", "list"}, "--db-schema is for PostgreSQL only"},
 	} {
@@ -159,18 +171,26 @@ func TestAdminErrors(t *testing.T) {
 	}
 }
 
-// TestHelp checks that every command answers --help with exit 0.
+// TestHelp: every command and subcommand answers --help on stdout with
+// exit 0 and nothing on stderr.
 func TestHelp(t *testing.T) {
-	cases := [][]string{{"--help"}, {"serve", "--help"}, {"admin", "--help"}}
-	for name := range adminActions() {
-		cases = append(cases, append([]string{"admin"}, append(strings.Fields(name), "--help")...))
+	cases := [][]string{{"--help"}, {"help"}, {"serve", "--help"}, {"admin", "--help"}, {"admin", "person", "--help"}}
+	for _, a := range adminActions() {
+		cases = append(cases, []string{"admin", a.noun, a.verb, "--help"})
 	}
 	for _, args := range cases {
 		t.Run(strings.Join(args, "_"), func(t *testing.T) {
-			_, errText := runCode(t, 0, args...)
-			if !strings.Contains(errText, "usage: ovlive") {
-				t.Fatalf("--help printed %q", errText)
+			out, errText := runCode(t, 0, args...)
+			if !strings.Contains(out, "usage: ovlive") || errText != "" {
+				t.Fatalf("--help printed %q on stdout and %q on stderr", out, errText)
 			}
 		})
+	}
+}
+
+func TestVersion(t *testing.T) {
+	out, errText := runCode(t, 0, "--version")
+	if !strings.HasPrefix(out, "ovlive ") || !strings.Contains(out, "go1.") || errText != "" {
+		t.Fatalf("--version printed %q, %q", out, errText)
 	}
 }

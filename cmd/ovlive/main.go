@@ -1,9 +1,10 @@
 // Command ovlive is OpenVibe.Live's side of the sandbox worker check-in: it
-// serves the check-in endpoint and the owner's view (`ovlive serve`) and
-// administers persons, streams, service principals and credentials
+// serves the check-in endpoint, the owner's view and pages (`ovlive serve`)
+// and administers persons, streams, service principals and credentials
 // (`ovlive admin`), on SQLite or PostgreSQL.
 //
-// One file per subcommand; main only dispatches.
+// Help goes to stdout (exit 0), usage errors to stderr (exit 2). One file
+// per subcommand; main only dispatches.
 package main
 
 import (
@@ -13,14 +14,19 @@ import (
 	"os/signal"
 	"syscall"
 
+	"openvibe.network/agentsandbox/internal/buildinfo"
 	"openvibe.network/agentsandbox/internal/cli"
 )
 
-// commands are the subcommands, in the order the usage lists them.
-func commands() []cli.Command {
-	return []cli.Command{
-		{Name: "serve", Summary: "serve the check-in endpoint, the owner's view, /healthz and /metrics", Run: serveCmd},
-		{Name: "admin", Summary: "create persons, streams and services; issue, list and revoke credentials", Run: adminCmd},
+// program is ovlive and its subcommands.
+func program() cli.Program {
+	return cli.Program{
+		Name:    "ovlive",
+		Version: buildinfo.Read().String(),
+		Commands: []cli.Command{
+			{Name: "serve", Summary: "serve the check-in endpoint, the owner's view and pages, /healthz and /metrics", Run: serveCmd},
+			{Name: "admin", Summary: "create and delete persons, streams and services; issue, list and revoke credentials", Run: adminCmd},
+		},
 	}
 }
 
@@ -33,5 +39,5 @@ func main() {
 
 // run is the whole command, in process: tests call it directly.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	return cli.Dispatch(ctx, "ovlive", commands(), args, stdin, stdout, stderr)
+	return program().Run(ctx, args, stdin, stdout, stderr)
 }

@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -19,11 +18,17 @@ import (
 	"time"
 )
 
-// binary is the ovlive binary that TestMain builds for the process tests.
+// binary is the ovlive binary that TestMain builds for the process tests,
+// with linkedVersion as its version.
 var binary string
+
+const linkedVersion = "9.9.9-test"
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "ovlive-test-")
+	if err == nil {
+		err = os.Chmod(dir, 0o755) // a test runs it as another user
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -31,9 +36,10 @@ func TestMain(m *testing.M) {
 	binary = filepath.Join(dir, "ovlive")
 	gobin, err := exec.LookPath("go")
 	if err != nil {
-		gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		gobin = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
 	}
-	if out, err := exec.Command(gobin, "build", "-o", binary, ".").CombinedOutput(); err != nil {
+	ldflags := "-X openvibe.network/agentsandbox/internal/buildinfo.version=" + linkedVersion
+	if out, err := exec.Command(gobin, "build", "-ldflags", ldflags, "-o", binary, ".").CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "build ovlive: %v\n%s", err, out)
 		os.Exit(1)
 	}

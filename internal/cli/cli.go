@@ -1,6 +1,10 @@
-// Package cli dispatches a program's subcommands: one table of commands,
-// usage on stderr, exit code 2 for a missing or unknown command, 0 for help.
-// The commands of codes-sandbox and ovlive are built on it.
+// Package cli dispatches a program's subcommands and parses their flags:
+// one table of commands, exit code 2 for a usage error (the reason on
+// stderr), 0 for help.
+//
+// Program.Run and Parse print help on stdout, as ovlive and ovcontracts do;
+// Dispatch and ParseFlags, which codes-sandbox still uses, print it on
+// stderr.
 package cli
 
 import (

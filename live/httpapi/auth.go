@@ -3,8 +3,8 @@ package httpapi
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
-	"regexp"
 	"strings"
 	"time"
 
@@ -73,18 +73,19 @@ func (s *Server) lookup(ctx context.Context, secret string) (found, error) {
 	case err != nil:
 		return found{}, fmt.Errorf("look up credential: %w", err)
 	}
-	f := found{cred: &c}
-	if c.Kind == live.KindServiceToken {
-		svc, err := s.store.Service(ctx, c.ServiceID)
-		switch {
-		case live.ErrorCode(err) == live.ENOTFOUND:
-		case err != nil:
-			return found{}, fmt.Errorf("look up service: %w", err)
-		default:
-			f.service = &svc
-		}
+	return found{cred: &c}, nil
+}
+
+// touch records a use of c now, when its recorded use is old enough (see
+// live.Credential.NeedsTouch). A failure is logged, not answered: the
+// request's own work decides its answer.
+func (s *Server) touch(ctx context.Context, c *live.Credential) {
+	if c == nil || !c.NeedsTouch(s.now()) {
+		return
 	}
-	return f, nil
+	if err := s.store.TouchCredential(ctx, c.ID); err != nil {
+		s.log.LogAttrs(ctx, slog.LevelWarn, "record credential use", slog.String("credential", c.ID), slog.String("err", err.Error()))
+	}
 }
 
 // decision is the verdict of an auth or delegation check: allowed when code
@@ -116,6 +117,11 @@ func holder(c *live.Credential) string {
 	return c.PersonID
 }
 
+// notValid is the one message of a 401 for a credential that is not
+// usable: it never tells whether the credential once existed (unknown,
+// revoked and expired read the same; only the log's reason differs).
+const notValid = "the credential is not valid (unknown, revoked or expired): "
+
 // decideCredential gives the 401 answers shared by every route: no
 // credential, a malformed Authorization header, an unknown, revoked or
 // expired credential. want names what the caller should send.
@@ -127,11 +133,11 @@ func decideCredential(p presented, f found, now time.Time, want string) decision
 	case p.badScheme:
 		return refuse(live.EUNAUTHORIZED, "bad_authorization", "the Authorization header must be exactly one \"Bearer <secret>\": send %s", want)
 	case f.cred == nil:
-		return refuse(live.EUNAUTHORIZED, "unknown_credential", "the credential is not known: send %s", want)
+		return refuse(live.EUNAUTHORIZED, "unknown_credential", notValid+"send %s", want)
 	case f.cred.RevokedAt != nil:
-		d = refuse(live.EUNAUTHORIZED, "revoked_credential", "the credential was revoked: issue a new one and send %s", want)
+		d = refuse(live.EUNAUTHORIZED, "revoked_credential", notValid+"send %s", want)
 	case !f.cred.Usable(now):
-		d = refuse(live.EUNAUTHORIZED, "expired_credential", "the credential has expired: issue a new one and send %s", want)
+		d = refuse(live.EUNAUTHORIZED, "expired_credential", notValid+"send %s", want)
 	default:
 		d = allow("credential_usable", "")
 	}
@@ -148,7 +154,7 @@ func decideCheckIn(p presented, f found, now time.Time) decision {
 	if !d.ok() {
 		return d
 	}
-	who := d.principal
+	who := holder(f.cred)
 	switch {
 	case p.hasSession:
 		d = refuse(live.EFORBIDDEN, "session_cookie", "a check-in must not carry the ov_session cookie, not even beside a service token: send only the worker's service token")
@@ -197,7 +203,7 @@ func decideDelegation(streamID string, g delegation) decision {
 	return allow("subject_owns_stream", g.subjects[0])
 }
 
-const wantOwner = "your person token (ovp_…) as Authorization: Bearer, or sign in for the ov_session cookie"
+const wantOwner = "your person token (ovp_…) as Authorization: Bearer, or sign in with the one-time link an operator makes (ovlive admin session link) for the ov_session cookie"
 
 // decideOwnerCredential decides who may read an owner's view at all: a
 // person, by person token or session.
@@ -206,9 +212,10 @@ func decideOwnerCredential(p presented, f found, now time.Time) decision {
 	if !d.ok() {
 		return d
 	}
-	who := d.principal
+	who := holder(f.cred)
 	switch f.cred.Kind {
 	case live.KindPersonToken, live.KindSession:
+		d.principal = who
 		return d
 	case live.KindServiceToken:
 		d = refuse(live.EFORBIDDEN, "service_token", "a service token cannot read the owner's view: the stream's owner signs in, or sends a person token")
@@ -230,9 +237,6 @@ func decideOwnership(person, streamID string, stream *live.Stream) decision {
 	return allow("owner", person)
 }
 
-// secretLike matches what looks like one of Live's secrets.
-var secretLike = regexp.MustCompile(`ov(s|p|d|sess)_[A-Za-z0-9_-]+`)
-
 // describe quotes a caller's value for a message: clipped, and never a
 // value that looks like a secret.
 func describe(v string) string {
@@ -240,9 +244,4 @@ func describe(v string) string {
 		return "(a value that looks like a secret)"
 	}
 	return fmt.Sprintf("%q", clip(v, 80))
-}
-
-// redact replaces anything that looks like a secret in s.
-func redact(s string) string {
-	return secretLike.ReplaceAllString(s, "[redacted]")
 }

@@ -88,8 +88,8 @@ func TestDescribeHidesSecrets(t *testing.T) {
 	if got := describe(secret); strings.Contains(got, secret) {
 		t.Fatalf("describe echoed the secret: %s", got)
 	}
-	if got := redact("key " + secret + " x"); got != "key [redacted] x" {
-		t.Fatalf("redact: %s", got)
+	if got := live.RedactSecrets("key " + secret + " x"); got != "key [redacted] x" {
+		t.Fatalf("RedactSecrets: %s", got)
 	}
 	if got := describe(strings.Repeat("é", 100)); len(got) > 90*2 || !strings.HasSuffix(got, `…"`) {
 		t.Fatalf("describe did not clip: %s", got)
@@ -102,7 +102,7 @@ func TestCodesTable(t *testing.T) {
 	for code, want := range map[string]int{
 		live.EUNAUTHORIZED: 401, live.EFORBIDDEN: 403, live.EINVALID: 400, live.ENOTFOUND: 404,
 		ETOOLARGE: 413, EMEDIATYPE: 415, EMALFORMED: 400, ECONTRACT: 422, live.EINTERNAL: 500,
-		live.ECONFLICT: 409, EUNAVAILABLE: 503, "no_such_code": 500,
+		live.ECONFLICT: 409, live.EUNAVAILABLE: 503, EMETHOD: 405, "no_such_code": 500,
 	} {
 		if got := infoOf(code).status; got != want {
 			t.Errorf("%s: %d, want %d", code, got, want)
@@ -130,7 +130,7 @@ func TestRefusal(t *testing.T) {
 		{"Contract", live.Errorf(ECONTRACT, "no"), nil, ECONTRACT, 422, nil, "refused_contract"},
 		{"PlainError", errStore, nil, live.EINTERNAL, 500, errStore, "internal"},
 		{"UnknownCode", unknownCode, nil, live.EINTERNAL, 500, unknownCode, "internal"},
-		{"UnavailableKeepsNoted", live.Errorf(EUNAVAILABLE, "down"), earlier, EUNAVAILABLE, 503, earlier, "unavailable"},
+		{"UnavailableKeepsNoted", live.Errorf(live.EUNAVAILABLE, "down"), earlier, live.EUNAVAILABLE, 503, earlier, "unavailable"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rl := &reqLog{err: tc.noted}

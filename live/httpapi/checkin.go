@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -27,92 +28,163 @@ type accepted struct {
 func (s *Server) handleCheckIn(w http.ResponseWriter, r *http.Request, rl *reqLog) {
 	ctx := r.Context()
 	streamID := r.PathValue("id")
-	service, subject, err := s.authorizeCheckIn(ctx, r, streamID, rl)
+	a, err := s.authorizeCheckIn(ctx, r, streamID, rl, true)
 	if err != nil {
 		writeError(w, rl, err)
 		return
 	}
-	body, value, err := readReport(r)
+	body, res, err := readReport(r)
 	if err != nil {
+		if a.cached { // the answer must be what the store says now
+			if _, aerr := s.authorizeCheckIn(ctx, r, streamID, rl, false); aerr != nil {
+				err = aerr
+			}
+		}
 		writeError(w, rl, err)
 		return
 	}
-	res, err := contract.Validate(agentsandbox.WorkerCheckInContract, value)
-	if err != nil {
-		writeError(w, rl, fmt.Errorf("validate report: %w", err))
-		return
-	}
-	if !res.Valid {
-		errs := redactErrors(res.Errors)
-		_, err := s.store.Refuse(ctx, live.Refusal{StreamID: streamID, ServiceID: service, SubjectID: subject, Errors: errs})
-		if err != nil {
-			writeError(w, rl, fmt.Errorf("record refusal: %w", err))
+	var reg live.Registration
+	var errs []agentsandbox.ValidationError
+	for attempt := 1; ; attempt++ {
+		if res.Valid {
+			reg, err = s.store.Accept(ctx, live.Registration{StreamID: streamID, Report: body, ServiceID: a.service, SubjectID: a.subject, AuthEpoch: a.epoch})
+		} else {
+			errs, err = s.refuse(ctx, live.Refusal{StreamID: streamID, ServiceID: a.service, SubjectID: a.subject, Errors: redactErrors(res.Errors), AuthEpoch: a.epoch}, body)
+		}
+		if !errors.Is(err, live.ErrAuthChanged) || attempt == maxAuthAttempts {
+			break
+		}
+		// Something that can withdraw the authorisation changed since it
+		// was read: decide again on what the store says now.
+		s.lookups.drop(a.key)
+		if a, err = s.authorizeCheckIn(ctx, r, streamID, rl, false); err != nil {
+			writeError(w, rl, err)
 			return
 		}
-		writeContractRefusal(w, rl, errs)
-		return
 	}
-	reg, err := s.store.Accept(ctx, live.Registration{StreamID: streamID, Report: body, ServiceID: service, SubjectID: subject})
-	if err != nil {
+	switch {
+	case errors.Is(err, live.ErrAuthChanged):
+		writeError(w, rl, live.Errorf(live.EUNAVAILABLE, "the worker's authorisation kept changing while it checked in: check in again"))
+	case err != nil && !res.Valid:
+		writeError(w, rl, fmt.Errorf("record refusal: %w", err))
+	case err != nil:
 		writeError(w, rl, fmt.Errorf("accept check-in: %w", err))
-		return
+	case !res.Valid:
+		s.metrics.refused(errs)
+		writeContractRefusal(w, rl, errs)
+	default:
+		h := live.Derive(live.WorkerRecord{Registration: &reg}, s.now(), s.window)
+		rl.outcome = outcomeAccepted
+		writeJSON(w, http.StatusOK, accepted{Registered: true, State: h.State, AliveUntil: utcPtr(h.AliveUntil), ReceivedAt: reg.ReceivedAt.UTC()})
 	}
-	h := live.Derive(live.WorkerRecord{Registration: &reg}, s.now(), s.window)
-	rl.outcome = outcomeAccepted
-	writeJSON(w, http.StatusOK, accepted{Registered: true, State: h.State, AliveUntil: utcPtr(h.AliveUntil), ReceivedAt: reg.ReceivedAt.UTC()})
+}
+
+// maxAuthAttempts bounds how often a check-in is authorised again when its
+// authorisation changes under it.
+const maxAuthAttempts = 3
+
+// refuse records a contract refusal, with the refused report's own reasons
+// (never as a registration), and returns the errors to answer.
+func (s *Server) refuse(ctx context.Context, ref live.Refusal, body []byte) ([]agentsandbox.ValidationError, error) {
+	if v, err := contract.DecodeStrict(body); err == nil { // Check decoded it already
+		ref.Reasons = live.RefusedReasons(v)
+	}
+	_, err := s.store.Refuse(ctx, ref)
+	return ref.Errors, err
+}
+
+// authorized is an authorised check-in: its service and subject, the auth
+// epoch it was authorised at, whether the lookup came from the cache, and
+// its key there.
+type authorized struct {
+	service, subject string
+	epoch            int64
+	cached           bool
+	key              lookupKey
 }
 
 // authorizeCheckIn checks rows 1 to 6 of the table: the credential, the
-// principal, the subject and the stream. It returns the service and subject
-// ids, or the refusal as a *live.Error (or a store failure).
-func (s *Server) authorizeCheckIn(ctx context.Context, r *http.Request, streamID string, rl *reqLog) (service, subject string, err error) {
+// principal, the subject and the stream, from one read of the store (or,
+// when cached is true, from the answer kept for the same presented
+// credential, stream and subject, which the write then checks). It returns
+// the authorised check-in, or the refusal as a *live.Error (or a store
+// failure).
+func (s *Server) authorizeCheckIn(ctx context.Context, r *http.Request, streamID string, rl *reqLog, cached bool) (authorized, error) {
 	p := readCredentials(r)
-	f, err := s.lookup(ctx, p.secret())
-	if err != nil {
-		return "", "", fmt.Errorf("check in: %w", err)
+	g := delegation{subjects: r.Header.Values(SubjectHeader)}
+	var a authorized
+	var l live.CheckInLookup
+	if secret := p.secret(); secret != "" {
+		a.key = lookupKey{hash: live.HashSecret(secret), stream: streamID}
+		if len(g.subjects) > 0 {
+			a.key.subject = g.subjects[0]
+		}
+		var hit bool
+		if cached {
+			l, hit = s.lookups.get(a.key, s.now())
+		}
+		if !hit {
+			var err error
+			if l, err = s.store.LookupCheckIn(ctx, a.key.hash, streamID, a.key.subject); err != nil {
+				return a, fmt.Errorf("check in: %w", err)
+			}
+		}
+		a.cached = hit
 	}
+	f := found{cred: l.Credential, service: l.Service}
 	d := decideCheckIn(p, f, s.now())
 	rl.decided(d)
 	if !d.ok() {
-		return "", "", d.err()
+		return a, d.err()
 	}
-	service = d.principal
-	g := delegation{subjects: r.Header.Values(SubjectHeader)}
-	if len(g.subjects) == 1 && strings.TrimSpace(g.subjects[0]) != "" {
-		if g.subjectKnown, g.stream, err = s.delegation(ctx, streamID, g.subjects[0]); err != nil {
-			return "", "", fmt.Errorf("check in: %w", err)
-		}
+	if now := s.now(); f.cred.NeedsTouch(now) {
+		s.touch(ctx, f.cred)
+		c := *f.cred
+		c.LastUsedAt = &now
+		l.Credential = &c
+		s.lookups.used(a.key, now)
 	}
+	a.service = d.principal
+	g.stream, g.subjectKnown = l.Stream, l.SubjectKnown
 	d = decideDelegation(streamID, g)
 	rl.reason = d.reason
 	if !d.ok() {
-		return "", "", d.err()
+		return a, d.err()
 	}
-	return service, d.principal, nil
+	a.subject, a.epoch = d.principal, l.Epoch
+	if !a.cached {
+		s.lookups.put(a.key, l, s.now())
+	}
+	return a, nil
 }
 
-// readReport checks rows 7 to 9 of the table: the body's size (reading at
-// most MaxBody+1 bytes), its Content-Type and that it is strict JSON. It
-// returns the body as sent and its decoded value.
-func readReport(r *http.Request) ([]byte, any, error) {
+// readReport checks rows 7 to 10 of the table: the body's size (reading at
+// most MaxBody+1 bytes), its Content-Type, that it is strict JSON and the
+// contract's verdict. It returns the body as sent and the verdict.
+func readReport(r *http.Request) ([]byte, contract.Result, error) {
+	var none contract.Result
 	if r.ContentLength > MaxBody {
-		return nil, nil, tooLarge()
+		return nil, none, tooLarge()
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, MaxBody+1))
 	if err != nil {
-		return nil, nil, live.Errorf(live.EINVALID, "the body could not be read: send the whole report")
+		return nil, none, live.Errorf(live.EINVALID, "the body could not be read: send the whole report")
 	}
 	if len(body) > MaxBody {
-		return nil, nil, tooLarge()
+		return nil, none, tooLarge()
 	}
 	if err := checkMediaType(r.Header.Values("Content-Type")); err != nil {
-		return nil, nil, err
+		return nil, none, err
 	}
-	value, err := contract.DecodeStrict(body)
-	if err != nil {
-		return nil, nil, live.Errorf(EMALFORMED, "the body is not strict JSON (%s): send one well-formed UTF-8 JSON object with no duplicate keys and nothing after it", clip(redact(err.Error()), 300))
+	res, err := contract.Check(agentsandbox.WorkerCheckInContract, body)
+	var de *contract.DecodeError
+	switch {
+	case errors.As(err, &de):
+		return nil, none, live.Errorf(EMALFORMED, "the body is not strict JSON (%s): send one well-formed UTF-8 JSON object with no duplicate keys and nothing after it", clip(live.RedactSecrets(de.Error()), 300))
+	case err != nil:
+		return nil, none, fmt.Errorf("validate report: %w", err)
 	}
-	return body, value, nil
+	return body, res, nil
 }
 
 func tooLarge() error {
@@ -148,7 +220,7 @@ func checkMediaType(values []string) error {
 func redactErrors(errs []agentsandbox.ValidationError) []agentsandbox.ValidationError {
 	out := make([]agentsandbox.ValidationError, len(errs))
 	for i, e := range errs {
-		out[i] = agentsandbox.ValidationError{Path: redact(e.Path), Message: redact(e.Message)}
+		out[i] = agentsandbox.ValidationError{Path: live.RedactSecrets(e.Path), Message: live.RedactSecrets(e.Message)}
 	}
 	return out
 }
@@ -171,27 +243,6 @@ func (s *Server) stream(ctx context.Context, id string) (*live.Stream, error) {
 		return nil, fmt.Errorf("look up stream: %w", err)
 	}
 	return &st, nil
-}
-
-// delegation looks up the stream (nil when there is none) and whether
-// subject is a known person. A stream's owner is a known person (the stores
-// hold streams only for existing owners), so the common case, the owner
-// checking in, costs no second lookup.
-func (s *Server) delegation(ctx context.Context, streamID, subject string) (known bool, st *live.Stream, err error) {
-	if st, err = s.stream(ctx, streamID); err != nil {
-		return false, nil, err
-	}
-	if st != nil && st.OwnerID == subject {
-		return true, st, nil
-	}
-	_, err = s.store.Person(ctx, subject)
-	switch {
-	case missing(err):
-		return false, st, nil
-	case err != nil:
-		return false, nil, fmt.Errorf("look up person: %w", err)
-	}
-	return true, st, nil
 }
 
 // missing reports whether a lookup found nothing: not found, or an id the

@@ -138,7 +138,7 @@ func testCheckInTable(t *testing.T, b backend) {
 			if got := line["status"]; got != float64(tc.status) {
 				t.Errorf("logged status %v, want %d", got, tc.status)
 			}
-			if line["route"] != routeCheckIn || line["stream"] == "" || line["duration"] == nil {
+			if line["route"] != routeCheckIn || line["stream"] == "" || line["duration_ms"] == nil {
 				t.Errorf("log line lacks route, stream or duration: %v", line)
 			}
 			if tc.status == http.StatusOK && line["principal"] != f.services["worker"] {

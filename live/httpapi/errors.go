@@ -11,11 +11,11 @@ import (
 // Error codes of the HTTP side, beside live's own (live.EUNAUTHORIZED, …).
 // Each appears in a refusal body as error.code.
 const (
-	ETOOLARGE    = "too_large"              // 413: body over MaxBody
-	EMEDIATYPE   = "unsupported_media_type" // 415: not application/json
-	EMALFORMED   = "malformed_json"         // 400: not well-formed, strict JSON
-	ECONTRACT    = "contract_violation"     // 422: the contract refused the report
-	EUNAVAILABLE = "unavailable"            // 503: the store does not answer
+	ETOOLARGE  = "too_large"              // 413: body over MaxBody
+	EMEDIATYPE = "unsupported_media_type" // 415: not application/json
+	EMALFORMED = "malformed_json"         // 400: not well-formed, strict JSON
+	ECONTRACT  = "contract_violation"     // 422: the contract refused the report
+	EMETHOD    = "method_not_allowed"     // 405: the path exists, the method does not
 )
 
 // codeInfo is what one error code means over HTTP.
@@ -37,7 +37,8 @@ var codes = map[string]codeInfo{
 	EMEDIATYPE:         {http.StatusUnsupportedMediaType, "unsupported_media_type"},
 	ECONTRACT:          {http.StatusUnprocessableEntity, "refused_contract"},
 	live.EINTERNAL:     {http.StatusInternalServerError, "internal"},
-	EUNAVAILABLE:       {http.StatusServiceUnavailable, "unavailable"},
+	live.EUNAVAILABLE:  {http.StatusServiceUnavailable, "unavailable"},
+	EMETHOD:            {http.StatusMethodNotAllowed, "method_not_allowed"},
 }
 
 // infoOf returns the table's entry for code (internal for an unknown code).
@@ -60,7 +61,7 @@ func (rl *reqLog) refusal(err error) (string, codeInfo) {
 	}
 	ci := infoOf(code)
 	rl.note(code, ci.outcome)
-	if (code == live.EINTERNAL || code == EUNAVAILABLE) && rl.err == nil {
+	if (code == live.EINTERNAL || code == live.EUNAVAILABLE) && rl.err == nil {
 		rl.err = err
 	}
 	return code, ci
@@ -87,7 +88,7 @@ type contractBody struct {
 // (see refusal). Internal details stay in the log.
 func writeError(w http.ResponseWriter, rl *reqLog, err error) {
 	code, ci := rl.refusal(err)
-	writeJSON(w, ci.status, errorBody{Error: errorDetail{Code: code, Message: redact(live.ErrorMessage(err))}})
+	writeJSON(w, ci.status, errorBody{Error: errorDetail{Code: code, Message: live.RedactSecrets(live.ErrorMessage(err))}})
 }
 
 // writeContractRefusal answers a 422 with the validator's errors.

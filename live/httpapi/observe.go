@@ -6,53 +6,25 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"openvibe.network/agentsandbox/live"
 )
 
 // The routes, as they appear in logs and metrics.
 const (
 	routeCheckIn   = "checkin"
 	routeOwnerJSON = "owner_json"
+	routeHistory   = "history"
 	routeOwnerPage = "owner_page"
+	routeIndex     = "index"
+	routeLogin     = "login"
+	routeLogout    = "logout"
 	routeHealthz   = "healthz"
 	routeMetrics   = "metrics"
-	routeUnmatched = "unmatched" // no route matched: the mux answered 404 or 405
+	routeUnmatched = "unmatched" // no route, or not with this method: 404 or 405
 )
 
 // outcomeAccepted is the outcome of a check-in that was stored.
 const outcomeAccepted = "accepted"
-
-// metrics are the server's Prometheus collectors.
-type metrics struct {
-	checkins *prometheus.CounterVec   // by outcome
-	latency  *prometheus.HistogramVec // by route
-}
-
-// newMetrics registers the server's collectors on reg. Every check-in
-// outcome starts at zero so dashboards see it before it happens.
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
-	m := &metrics{
-		checkins: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ovlive_checkins_total",
-			Help: "Worker check-ins by outcome (accepted, refused_contract, unauthorized, forbidden, bad_request, ...).",
-		}, []string{"outcome"}),
-		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "ovlive_http_request_duration_seconds",
-			Help:    "Time to answer a request, by route.",
-			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
-		}, []string{"route"}),
-	}
-	for _, c := range []prometheus.Collector{m.checkins, m.latency} {
-		if err := reg.Register(c); err != nil {
-			return nil, err
-		}
-	}
-	m.checkins.WithLabelValues(outcomeAccepted)
-	for _, ci := range codes {
-		m.checkins.WithLabelValues(ci.outcome)
-	}
-	return m, nil
-}
 
 // reqLog is what a handler tells the request's one log line. It never holds
 // a secret.
@@ -90,9 +62,18 @@ type logKey struct{}
 func route(name string, h handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rl := r.Context().Value(logKey{}).(*reqLog) // set by serve, the mux's only caller
-		rl.route, rl.stream = name, redact(r.PathValue("id"))
+		rl.route, rl.stream = name, describeID(r.PathValue("id"))
 		h(w, r, rl)
 	})
+}
+
+// describeID is a path's stream id as the log shows it: never a value that
+// looks like a secret, at most 128 bytes.
+func describeID(id string) string {
+	if id == "" {
+		return ""
+	}
+	return clip(live.RedactSecrets(id), 128)
 }
 
 // statusWriter remembers the status a handler answered.
@@ -101,6 +82,7 @@ type statusWriter struct {
 	status int
 }
 
+// WriteHeader notes the first status written.
 func (w *statusWriter) WriteHeader(code int) {
 	if w.status == 0 {
 		w.status = code
@@ -108,6 +90,7 @@ func (w *statusWriter) WriteHeader(code int) {
 	w.ResponseWriter.WriteHeader(code)
 }
 
+// Write notes status 200 when nothing was written before.
 func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
@@ -134,14 +117,14 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		slog.Int("status", sw.status),
 		slog.String("principal", rl.principal),
 		slog.String("stream", rl.stream),
-		slog.Duration("duration", took),
+		slog.Float64("duration_ms", float64(took.Microseconds())/1000),
 		slog.String("outcome", rl.outcome),
 		slog.String("code", rl.code),
 		slog.String("reason", rl.reason),
 	}
 	if rl.err != nil {
 		level = slog.LevelError
-		attrs = append(attrs, slog.String("error", rl.err.Error()))
+		attrs = append(attrs, slog.String("err", rl.err.Error()))
 	}
 	s.log.LogAttrs(r.Context(), level, "request", attrs...)
 }

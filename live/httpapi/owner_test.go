@@ -194,10 +194,10 @@ func TestHealthz(t *testing.T) {
 	}
 	status, body := f.do(t, req{method: "GET", path: "/healthz"})
 	var e errorBody
-	if status != http.StatusServiceUnavailable || json.Unmarshal(body, &e) != nil || e.Error.Code != EUNAVAILABLE {
+	if status != http.StatusServiceUnavailable || json.Unmarshal(body, &e) != nil || e.Error.Code != live.EUNAVAILABLE || !strings.Contains(e.Error.Message, "store not writable") {
 		t.Fatalf("healthz on a closed store: %d %s", status, body)
 	}
-	if line := f.nextLog(t); line["level"] != "ERROR" || !strings.Contains(line["error"].(string), "closed") {
+	if line := f.nextLog(t); line["level"] != "ERROR" || !strings.Contains(line["err"].(string), "closed") {
 		t.Fatalf("log line %v, want the store's error", line)
 	}
 }

@@ -14,6 +14,9 @@ import (
 // CreatePerson stores p with a fresh id when it has none and the database's
 // time as CreatedAt. Errors: EINVALID (bad id or empty name), ECONFLICT.
 func (s *Store) CreatePerson(ctx context.Context, p live.Person) (live.Person, error) {
+	if err := s.writable(); err != nil {
+		return p, err
+	}
 	p, err := live.PreparePerson(p)
 	if err != nil {
 		return p, err
@@ -45,6 +48,9 @@ func scanPerson(r pgx.Row) (live.Person, error) {
 // CreateStream stores st with a fresh id when it has none. Errors: EINVALID
 // (bad id, no owner, or an owner who is not a known person), ECONFLICT.
 func (s *Store) CreateStream(ctx context.Context, st live.Stream) (live.Stream, error) {
+	if err := s.writable(); err != nil {
+		return st, err
+	}
 	st, err := live.PrepareStream(st)
 	if err != nil {
 		return st, err
@@ -66,6 +72,11 @@ func (s *Store) ListStreams(ctx context.Context) ([]live.Stream, error) {
 	return list(ctx, s, "streams", "SELECT id, owner_id, created_at FROM streams ORDER BY created_at, id", scanStream)
 }
 
+// ListStreamsOwnedBy returns the streams of owner, oldest first.
+func (s *Store) ListStreamsOwnedBy(ctx context.Context, owner string) ([]live.Stream, error) {
+	return list(ctx, s, "streams", "SELECT id, owner_id, created_at FROM streams WHERE owner_id = $1 ORDER BY created_at, id", scanStream, owner)
+}
+
 func scanStream(r pgx.Row) (live.Stream, error) {
 	var st live.Stream
 	err := r.Scan(&st.ID, &st.OwnerID, &st.CreatedAt)
@@ -76,6 +87,9 @@ func scanStream(r pgx.Row) (live.Stream, error) {
 // CreateService stores sv with a fresh id when it has none. Errors:
 // EINVALID (bad id, empty name or capability), ECONFLICT.
 func (s *Store) CreateService(ctx context.Context, sv live.Service) (live.Service, error) {
+	if err := s.writable(); err != nil {
+		return sv, err
+	}
 	sv, err := live.PrepareService(sv)
 	if err != nil {
 		return sv, err
@@ -96,6 +110,23 @@ func (s *Store) Service(ctx context.Context, id string) (live.Service, error) {
 // ListServices returns every service, oldest first.
 func (s *Store) ListServices(ctx context.Context) ([]live.Service, error) {
 	return list(ctx, s, "services", "SELECT id, name, first_party, capabilities, created_at FROM services ORDER BY created_at, id", scanService)
+}
+
+// SetCapability grants (held) or withdraws capability c of service id, in
+// one statement. Errors: ENOTFOUND (no such service), EINVALID (an empty
+// capability).
+func (s *Store) SetCapability(ctx context.Context, id, c string, held bool) (live.Service, error) {
+	if err := s.writable(); err != nil {
+		return live.Service{}, err
+	}
+	if c == "" {
+		return live.Service{}, live.Errorf(live.EINVALID, "the capability is empty: name one, e.g. %s", live.CapabilityRegister)
+	}
+	sv, err := scanService(s.pool.QueryRow(ctx, `UPDATE services SET capabilities =
+			CASE WHEN NOT $3 THEN array_remove(capabilities, $2)
+				WHEN $2 = ANY (capabilities) THEN capabilities ELSE array_append(capabilities, $2) END
+		WHERE id = $1 RETURNING id, name, first_party, capabilities, created_at`, id, c, held))
+	return sv, getError("service", id, err)
 }
 
 func scanService(r pgx.Row) (live.Service, error) {

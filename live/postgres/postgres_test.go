@@ -2,6 +2,9 @@ package postgres_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -35,8 +38,16 @@ func TestStore(t *testing.T) {
 	dsn := testenv.PostgresDSN(t)
 	storetest.Run(t, func(t *testing.T) storetest.OpenFunc {
 		name := schema(t, dsn)
-		return func(func() time.Time) live.Store { return open(t, dsn, name) }
-	})
+		return func(o storetest.OpenOptions) live.Store {
+			s, err := postgres.Open(context.Background(), dsn, postgres.Options{Schema: name, Window: o.Window,
+				HistoryMaxAge: o.HistoryMaxAge, HistoryMaxRows: o.HistoryMaxRows})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = s.Close() })
+			return s
+		}
+	}, storetest.Traits{DatabaseClock: true})
 }
 
 // TestReceiveTimeIsDatabaseClock checks that Accept and Refuse take their
@@ -133,4 +144,100 @@ func TestOpenBadSchema(t *testing.T) {
 func BenchmarkAccept(b *testing.B) {
 	dsn := testenv.PostgresDSN(b)
 	storetest.BenchmarkAccept(b, open(b, dsn, schema(b, dsn)))
+}
+
+// TestReadOnly: a read-only open creates no schema and no table, and
+// refuses writes.
+func TestReadOnly(t *testing.T) {
+	dsn := testenv.PostgresDSN(t)
+	ctx := t.Context()
+	name := schema(t, dsn)
+	_, err := postgres.Open(ctx, dsn, postgres.Options{Schema: name, ReadOnly: true})
+	if err == nil || !strings.Contains(err.Error(), "no database at postgres://") || !strings.Contains(err.Error(), "schema "+name) {
+		t.Fatalf("Open = %v, want no database at … schema %s", err, name)
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)", name).Scan(&exists); err != nil || exists {
+		t.Fatalf("a read-only open created schema %s (%v)", name, err)
+	}
+	w := open(t, dsn, name)
+	if _, err := w.CreatePerson(ctx, live.Person{Name: "Ada"}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := postgres.Open(ctx, dsn, postgres.Options{Schema: name, ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if list, err := r.ListPersons(ctx); err != nil || len(list) != 1 {
+		t.Fatalf("ListPersons read-only = %+v, %v", list, err)
+	}
+	for name, err := range map[string]error{
+		"CreatePerson": func() error { _, err := r.CreatePerson(ctx, live.Person{Name: "x"}); return err }(),
+		"Accept": func() error {
+			_, err := r.Accept(ctx, live.Registration{StreamID: "s", Report: []byte(`{}`), ServiceID: "v", SubjectID: "p"})
+			return err
+		}(),
+		"Probe": r.Probe(ctx),
+	} {
+		if live.ErrorCode(err) != live.EUNAVAILABLE {
+			t.Errorf("%s on a read-only store: %v, want %s", name, err, live.EUNAVAILABLE)
+		}
+	}
+}
+
+// TestMigrateFromV1 opens a schema that only the first migration made, with
+// data in it: the data stays, the new kind is allowed.
+func TestMigrateFromV1(t *testing.T) {
+	dsn := testenv.PostgresDSN(t)
+	ctx := t.Context()
+	name := schema(t, dsn)
+	v1, err := os.ReadFile(filepath.Join("migrations", "001_init.sql"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	secret, hash, _ := live.NewSecret(live.KindServiceToken)
+	for _, stmt := range []string{
+		"CREATE SCHEMA " + name, "SET search_path = " + name, string(v1),
+		"CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())",
+		"INSERT INTO schema_migrations (version, name) VALUES (1, '001_init.sql')",
+		"INSERT INTO persons VALUES ('per_a', 'Ada', now())",
+		"INSERT INTO streams VALUES ('s', 'per_a', now())",
+		"INSERT INTO services VALUES ('svc_w', 'w', true, '{live.agent_sandbox.register}', now())",
+		"INSERT INTO registrations VALUES ('s', '\\x7b7d', now(), 'svc_w', 'per_a')",
+	} {
+		if _, err := conn.Exec(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	if _, err := conn.Exec(ctx, "INSERT INTO credentials (id, kind, service_id, hash, created_at) VALUES ('cred_1', 'service_token', 'svc_w', $1, now())", hash[:]); err != nil {
+		t.Fatal(err)
+	}
+	s := open(t, dsn, name)
+	if c, err := s.CredentialByHash(ctx, live.HashSecret(secret)); err != nil || c.ID != "cred_1" {
+		t.Fatalf("credential after migration: %+v, %v", c, err)
+	}
+	if rec, err := s.Worker(ctx, "s"); err != nil || rec.Registration == nil || string(rec.Registration.Report) != "{}" {
+		t.Fatalf("worker after migration: %+v, %v", rec, err)
+	}
+	_, th, _ := live.NewSecret(live.KindLoginTicket)
+	if _, err := s.CreateCredential(ctx, live.Credential{Kind: live.KindLoginTicket, PersonID: "per_a", Hash: th}); err != nil {
+		t.Fatalf("login ticket after migration: %v", err)
+	}
+}
+
+// BenchmarkLookupCheckIn measures a check-in's one read.
+func BenchmarkLookupCheckIn(b *testing.B) {
+	dsn := testenv.PostgresDSN(b)
+	storetest.BenchmarkLookupCheckIn(b, open(b, dsn, schema(b, dsn)))
 }

@@ -3,50 +3,91 @@ package postgres
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"openvibe.network/agentsandbox"
 	"openvibe.network/agentsandbox/live"
 )
 
-// Accept stores r as the stream's registration, replacing any earlier one,
-// in one upsert that takes the database's clock as ReceivedAt; it returns
-// once the upsert is committed. Errors: ENOTFOUND (no such stream),
-// EINVALID (see live.CheckRegistration, or an unknown service or subject).
-func (s *Store) Accept(ctx context.Context, r live.Registration) (live.Registration, error) {
-	if err := live.CheckRegistration(r); err != nil {
+// Refuse clears the stream's registration, records r as its last refusal
+// and the transition, in one transaction, with the database's clock as At.
+// Errors: ENOTFOUND (no such stream), EINVALID (see live.CheckRefusal, or an
+// unknown service or subject).
+func (s *Store) Refuse(ctx context.Context, r live.Refusal) (live.Refusal, error) {
+	if err := s.writable(); err != nil {
 		return r, err
 	}
-	r.Report = append([]byte(nil), r.Report...)
-	err := s.pool.QueryRow(ctx, `INSERT INTO registrations (stream_id, report, received_at, service_id, subject_id)
-		VALUES ($1, $2, clock_timestamp(), $3, $4)
-		ON CONFLICT (stream_id) DO UPDATE SET report = excluded.report, received_at = excluded.received_at,
-			service_id = excluded.service_id, subject_id = excluded.subject_id
-		RETURNING received_at`, r.StreamID, r.Report, r.ServiceID, r.SubjectID).Scan(&r.ReceivedAt)
-	r.ReceivedAt = utc(r.ReceivedAt)
-	return r, workerError("accept", "registrations_stream_id_fkey", r.StreamID, r.ServiceID, r.SubjectID, err)
-}
-
-// Refuse clears the stream's registration and records r as its last
-// refusal, in one statement, with the database's clock as At. Errors:
-// ENOTFOUND (no such stream), EINVALID (see live.CheckRefusal, or an unknown
-// service or subject).
-func (s *Store) Refuse(ctx context.Context, r live.Refusal) (live.Refusal, error) {
 	if err := live.CheckRefusal(r); err != nil {
 		return r, err
+	}
+	if r.Errors == nil {
+		r.Errors = []agentsandbox.ValidationError{}
+	}
+	if r.Reasons == nil {
+		r.Reasons = []string{}
 	}
 	errs, err := json.Marshal(r.Errors)
 	if err != nil {
 		return r, fmt.Errorf("refuse: %w", err)
 	}
-	err = s.pool.QueryRow(ctx, `WITH cleared AS (DELETE FROM registrations WHERE stream_id = $1)
-		INSERT INTO refusals (stream_id, at, service_id, subject_id, errors)
-		VALUES ($1, clock_timestamp(), $2, $3, $4)
-		ON CONFLICT (stream_id) DO UPDATE SET at = excluded.at, service_id = excluded.service_id,
-			subject_id = excluded.subject_id, errors = excluded.errors
-		RETURNING at`, r.StreamID, r.ServiceID, r.SubjectID, string(errs)).Scan(&r.At)
-	r.At = utc(r.At)
-	return r, workerError("refuse", "refusals_stream_id_fkey", r.StreamID, r.ServiceID, r.SubjectID, err)
+	reasons, err := json.Marshal(r.Reasons)
+	if err != nil {
+		return r, fmt.Errorf("refuse: %w", err)
+	}
+	var grew bool
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if r.AuthEpoch != 0 {
+			var epoch int64
+			if err := tx.QueryRow(ctx, "SELECT v FROM auth_epoch WHERE id = 1").Scan(&epoch); err != nil {
+				return fmt.Errorf("refuse: read auth epoch: %w", err)
+			}
+			if epoch != r.AuthEpoch {
+				return fmt.Errorf("refuse: %w", live.ErrAuthChanged)
+			}
+		}
+		err := tx.QueryRow(ctx, `INSERT INTO refusals (stream_id, at, service_id, subject_id, errors, reasons)
+			VALUES ($1, clock_timestamp(), $2, $3, $4, $5)
+			ON CONFLICT (stream_id) DO UPDATE SET at = excluded.at, service_id = excluded.service_id,
+				subject_id = excluded.subject_id, errors = excluded.errors, reasons = excluded.reasons
+			RETURNING at`, r.StreamID, r.ServiceID, r.SubjectID, string(errs), string(reasons)).Scan(&r.At)
+		if err != nil {
+			return workerError("refuse", "refusals_stream_id_fkey", r.StreamID, r.ServiceID, r.SubjectID, err)
+		}
+		r.At = utc(r.At)
+		grew, err = s.clear(ctx, tx, r.StreamID, r.At, live.StateRefused)
+		return err
+	})
+	if err == nil && grew {
+		_ = s.prune(ctx, []string{r.StreamID})
+	}
+	return r, err
+}
+
+// clear deletes the stream's registration (if any) at now, inside tx, and
+// records the transitions into state that makes (see
+// live.ClearTransitions). It reports whether it recorded any.
+func (s *Store) clear(ctx context.Context, tx pgx.Tx, stream string, now time.Time, state live.State) (bool, error) {
+	var received *time.Time
+	err := tx.QueryRow(ctx, "DELETE FROM registrations WHERE stream_id = $1 RETURNING received_at", stream).Scan(&received)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return false, fmt.Errorf("clear registration of %s: %w", stream, err)
+	}
+	var last string
+	err = tx.QueryRow(ctx, "SELECT state FROM transitions WHERE stream_id = $1 ORDER BY at DESC, id DESC LIMIT 1", stream).Scan(&last)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return false, fmt.Errorf("last state of %s: %w", stream, err)
+	}
+	ts := live.ClearTransitions(utcPtr(received), live.State(last), now, s.window, state)
+	for _, t := range ts {
+		if _, err := tx.Exec(ctx, "INSERT INTO transitions (stream_id, at, state) VALUES ($1, $2, $3)", stream, t.At, string(t.State)); err != nil {
+			return false, fmt.Errorf("record transition of %s: %w", stream, err)
+		}
+	}
+	return len(ts) > 0, nil
 }
 
 // workerError maps the error of a registration or refusal write: the
@@ -68,15 +109,15 @@ func workerError(op, streamFK, stream, service, subject string, err error) error
 // statement. Errors: ENOTFOUND (no such stream).
 func (s *Store) Worker(ctx context.Context, streamID string) (live.WorkerRecord, error) {
 	var rec live.WorkerRecord
-	var report, errs []byte
+	var report, errs, reasons []byte
 	var received, at *time.Time
 	var regSvc, regSub, refSvc, refSub *string
 	err := s.pool.QueryRow(ctx, `SELECT r.report, r.received_at, r.service_id, r.subject_id,
-			f.at, f.service_id, f.subject_id, f.errors::text
+			f.at, f.service_id, f.subject_id, f.errors::text, f.reasons::text
 		FROM streams s
 		LEFT JOIN registrations r ON r.stream_id = s.id
 		LEFT JOIN refusals f ON f.stream_id = s.id
-		WHERE s.id = $1`, streamID).Scan(&report, &received, &regSvc, &regSub, &at, &refSvc, &refSub, &errs)
+		WHERE s.id = $1`, streamID).Scan(&report, &received, &regSvc, &regSub, &at, &refSvc, &refSub, &errs, &reasons)
 	if err != nil {
 		return rec, getError("stream", streamID, err)
 	}
@@ -89,8 +130,116 @@ func (s *Store) Worker(ctx context.Context, streamID string) (live.WorkerRecord,
 		if err := json.Unmarshal(errs, &rec.Refusal.Errors); err != nil {
 			return rec, fmt.Errorf("worker %s: refusal errors: %w", streamID, err)
 		}
+		if err := json.Unmarshal(reasons, &rec.Refusal.Reasons); err != nil {
+			return rec, fmt.Errorf("worker %s: refusal reasons: %w", streamID, err)
+		}
 	}
 	return rec, nil
+}
+
+// LookupCheckIn reads the credential with hash (and its service), the
+// stream and whether subject is a known person, in one statement.
+func (s *Store) LookupCheckIn(ctx context.Context, hash [32]byte, stream, subject string) (live.CheckInLookup, error) {
+	var l live.CheckInLookup
+	var (
+		credID, kind, credSvc, credPer *string
+		credCreated                    *time.Time
+		expires, revoked, lastUsed     *time.Time
+		svcID, svcName                 *string
+		svcFirst                       *bool
+		svcCaps                        []string
+		svcCreated                     *time.Time
+		stID, stOwner                  *string
+		stCreated                      *time.Time
+	)
+	err := s.pool.QueryRow(ctx, `SELECT c.id, c.kind, c.service_id, c.person_id, c.created_at, c.expires_at, c.revoked_at, c.last_used_at,
+			v.id, v.name, v.first_party, v.capabilities, v.created_at,
+			st.id, st.owner_id, st.created_at,
+			EXISTS (SELECT 1 FROM persons WHERE id = $3), (SELECT v FROM auth_epoch WHERE id = 1)
+		FROM (SELECT 1) AS one
+		LEFT JOIN credentials c ON c.hash = $1
+		LEFT JOIN services v ON v.id = c.service_id
+		LEFT JOIN streams st ON st.id = $2`, hash[:], stream, subject).Scan(
+		&credID, &kind, &credSvc, &credPer, &credCreated, &expires, &revoked, &lastUsed,
+		&svcID, &svcName, &svcFirst, &svcCaps, &svcCreated,
+		&stID, &stOwner, &stCreated, &l.SubjectKnown, &l.Epoch)
+	if err != nil {
+		return l, fmt.Errorf("look up check-in: %w", err)
+	}
+	if credID != nil {
+		l.Credential = &live.Credential{ID: *credID, Kind: live.CredentialKind(deref(kind)), ServiceID: deref(credSvc),
+			PersonID: deref(credPer), Hash: hash, CreatedAt: utc(*credCreated),
+			ExpiresAt: utcPtr(expires), RevokedAt: utcPtr(revoked), LastUsedAt: utcPtr(lastUsed)}
+	}
+	if svcID != nil {
+		if svcCaps == nil {
+			svcCaps = []string{}
+		}
+		l.Service = &live.Service{ID: *svcID, Name: deref(svcName), FirstParty: svcFirst != nil && *svcFirst, Capabilities: svcCaps, CreatedAt: utc(*svcCreated)}
+	}
+	if stID != nil {
+		l.Stream = &live.Stream{ID: *stID, OwnerID: deref(stOwner), CreatedAt: utc(*stCreated)}
+	}
+	return l, nil
+}
+
+// History returns the stream's transitions from since on, preceded by the
+// last one before since. Errors: ENOTFOUND (no such stream).
+func (s *Store) History(ctx context.Context, streamID string, since time.Time) ([]live.Transition, error) {
+	if _, err := s.Stream(ctx, streamID); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, `SELECT at, state FROM (
+			(SELECT id, at, state FROM transitions WHERE stream_id = $1 AND at < $2 ORDER BY at DESC, id DESC LIMIT 1)
+			UNION ALL
+			SELECT id, at, state FROM transitions WHERE stream_id = $1 AND at >= $2) AS h
+		ORDER BY at, id`, streamID, since)
+	if err != nil {
+		return nil, fmt.Errorf("history of %s: %w", streamID, err)
+	}
+	defer rows.Close()
+	var out []live.Transition
+	for rows.Next() {
+		var at time.Time
+		var state string
+		if err := rows.Scan(&at, &state); err != nil {
+			return nil, fmt.Errorf("history of %s: %w", streamID, err)
+		}
+		out = append(out, live.Transition{At: utc(at), State: live.State(state)})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("history of %s: %w", streamID, err)
+	}
+	return out, nil
+}
+
+// CountStates counts the streams in each state at now, in one statement.
+func (s *Store) CountStates(ctx context.Context, now time.Time, window time.Duration) (map[live.State]int, error) {
+	var alive, stale, refused, absent int
+	err := s.pool.QueryRow(ctx, `SELECT
+			count(*) FILTER (WHERE r.received_at > $1),
+			count(*) FILTER (WHERE r.received_at <= $1),
+			count(*) FILTER (WHERE r.received_at IS NULL AND f.at IS NOT NULL),
+			count(*) FILTER (WHERE r.received_at IS NULL AND f.at IS NULL)
+		FROM streams s
+		LEFT JOIN registrations r ON r.stream_id = s.id
+		LEFT JOIN refusals f ON f.stream_id = s.id`, now.Add(-window)).Scan(&alive, &stale, &refused, &absent)
+	if err != nil {
+		return nil, fmt.Errorf("count states: %w", err)
+	}
+	return map[live.State]int{live.StateAlive: alive, live.StateStale: stale, live.StateRefused: refused, live.StateAbsent: absent}, nil
+}
+
+// Probe writes and commits the health probe's row.
+func (s *Store) Probe(ctx context.Context) error {
+	if err := s.writable(); err != nil {
+		return err
+	}
+	if _, err := s.pool.Exec(ctx, `INSERT INTO health_probe (id, at) VALUES (1, clock_timestamp())
+		ON CONFLICT (id) DO UPDATE SET at = excluded.at`); err != nil {
+		return fmt.Errorf("probe: %w", err)
+	}
+	return nil
 }
 
 // deref returns *s, or "" for a NULL column.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"openvibe.network/agentsandbox/live"
 )
@@ -18,7 +19,7 @@ func (s *Store) CreatePerson(ctx context.Context, p live.Person) (live.Person, e
 	if err != nil {
 		return p, err
 	}
-	err = s.writeOne(ctx, func(ctx context.Context, q execer) error {
+	err = s.write(ctx, func(ctx context.Context, q execer) error {
 		p.CreatedAt = fromNanos(nanos(s.now()))
 		_, err := q.ExecContext(ctx, "INSERT INTO persons (id, name, created_at) VALUES (?, ?, ?)", p.ID, p.Name, nanos(p.CreatedAt))
 		return err
@@ -55,7 +56,7 @@ func (s *Store) CreateStream(ctx context.Context, st live.Stream) (live.Stream, 
 	if err != nil {
 		return st, err
 	}
-	err = s.writeOne(ctx, func(ctx context.Context, q execer) error {
+	err = s.write(ctx, func(ctx context.Context, q execer) error {
 		st.CreatedAt = fromNanos(nanos(s.now()))
 		_, err := q.ExecContext(ctx, "INSERT INTO streams (id, owner_id, created_at) VALUES (?, ?, ?)", st.ID, st.OwnerID, nanos(st.CreatedAt))
 		return err
@@ -77,6 +78,11 @@ func (s *Store) ListStreams(ctx context.Context) ([]live.Stream, error) {
 	return list(ctx, s.rdb, "streams", "SELECT id, owner_id, created_at FROM streams ORDER BY created_at, id", scanStream)
 }
 
+// ListStreamsOwnedBy returns the streams of owner, oldest first.
+func (s *Store) ListStreamsOwnedBy(ctx context.Context, owner string) ([]live.Stream, error) {
+	return list(ctx, s.rdb, "streams", "SELECT id, owner_id, created_at FROM streams WHERE owner_id = ? ORDER BY created_at, id", scanStream, owner)
+}
+
 func scanStream(r scanner) (live.Stream, error) {
 	var st live.Stream
 	var created int64
@@ -96,7 +102,7 @@ func (s *Store) CreateService(ctx context.Context, sv live.Service) (live.Servic
 	if err != nil {
 		return sv, fmt.Errorf("create service: %w", err)
 	}
-	err = s.writeOne(ctx, func(ctx context.Context, q execer) error {
+	err = s.write(ctx, func(ctx context.Context, q execer) error {
 		sv.CreatedAt = fromNanos(nanos(s.now()))
 		_, err := q.ExecContext(ctx, "INSERT INTO services (id, name, first_party, capabilities, created_at) VALUES (?, ?, ?, ?, ?)",
 			sv.ID, sv.Name, sv.FirstParty, string(caps), nanos(sv.CreatedAt))
@@ -117,6 +123,48 @@ func (s *Store) Service(ctx context.Context, id string) (live.Service, error) {
 // ListServices returns every service, oldest first.
 func (s *Store) ListServices(ctx context.Context) ([]live.Service, error) {
 	return list(ctx, s.rdb, "services", "SELECT id, name, first_party, capabilities, created_at FROM services ORDER BY created_at, id", scanService)
+}
+
+// SetCapability grants (held) or withdraws capability c of service id.
+// Errors: ENOTFOUND (no such service), EINVALID (an empty capability).
+func (s *Store) SetCapability(ctx context.Context, id, c string, held bool) (live.Service, error) {
+	var sv live.Service
+	if c == "" {
+		return sv, live.Errorf(live.EINVALID, "the capability is empty: name one, e.g. %s", live.CapabilityRegister)
+	}
+	err := s.write(ctx, func(ctx context.Context, q execer) error {
+		var err error
+		sv, err = scanService(q.QueryRowContext(ctx, "SELECT id, name, first_party, capabilities, created_at FROM services WHERE id = ?", id))
+		if err != nil {
+			return getError("service", id, err)
+		}
+		sv.Capabilities = withCapability(sv.Capabilities, c, held)
+		caps, err := json.Marshal(sv.Capabilities)
+		if err != nil {
+			return fmt.Errorf("set capability: %w", err)
+		}
+		if _, err := q.ExecContext(ctx, "UPDATE services SET capabilities = ? WHERE id = ?", string(caps), id); err != nil {
+			return fmt.Errorf("set capability of %s: %w", id, err)
+		}
+		return nil
+	})
+	return sv, err
+}
+
+// withCapability returns caps with c held (appended unless held already)
+// or not, keeping the order of the others.
+func withCapability(caps []string, c string, held bool) []string {
+	if held && slices.Contains(caps, c) {
+		return caps
+	}
+	out := slices.DeleteFunc(slices.Clone(caps), func(x string) bool { return x == c })
+	if held {
+		out = append(out, c)
+	}
+	if out == nil {
+		out = []string{}
+	}
+	return out
 }
 
 func scanService(r scanner) (live.Service, error) {

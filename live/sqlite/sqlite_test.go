@@ -14,14 +14,14 @@ import (
 func TestStore(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) storetest.OpenFunc {
 		path := filepath.Join(t.TempDir(), "live.db")
-		return func(now func() time.Time) live.Store {
-			s, err := sqlite.Open(t.Context(), path, sqlite.Options{Now: now})
+		return func(o storetest.OpenOptions) live.Store {
+			s, err := sqlite.Open(t.Context(), path, sqlite.Options{Now: o.Now, Window: o.Window, HistoryMaxAge: o.HistoryMaxAge, HistoryMaxRows: o.HistoryMaxRows})
 			if err != nil {
 				t.Fatal(err)
 			}
 			return s
 		}
-	})
+	}, storetest.Traits{})
 }
 
 // TestClock checks that the store's times come from the injected clock.
@@ -98,4 +98,14 @@ func BenchmarkAccept(b *testing.B) {
 	}
 	defer s.Close()
 	storetest.BenchmarkAccept(b, s)
+}
+
+// BenchmarkLookupCheckIn measures a check-in's one read.
+func BenchmarkLookupCheckIn(b *testing.B) {
+	s, err := sqlite.Open(b.Context(), filepath.Join(b.TempDir(), "live.db"), sqlite.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	storetest.BenchmarkLookupCheckIn(b, s)
 }

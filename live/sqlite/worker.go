@@ -8,55 +8,66 @@ import (
 
 	sqlite3 "modernc.org/sqlite/lib"
 
+	"openvibe.network/agentsandbox"
 	"openvibe.network/agentsandbox/live"
 )
 
 // Accept stores r as the stream's registration, replacing any earlier one,
-// with the store's time as ReceivedAt; it returns once the write is durable.
-// Errors: ENOTFOUND (no such stream), EINVALID (see live.CheckRegistration,
-// or an unknown service or subject).
+// with the store's time as ReceivedAt, and records the transition it makes;
+// it returns once the write is durable. Errors: ENOTFOUND (no such stream),
+// EINVALID (see live.CheckRegistration, or an unknown service or subject).
 func (s *Store) Accept(ctx context.Context, r live.Registration) (live.Registration, error) {
 	if err := live.CheckRegistration(r); err != nil {
 		return r, err
 	}
 	r.Report = append([]byte(nil), r.Report...)
-	err := s.writeOne(ctx, func(ctx context.Context, q execer) error {
-		r.ReceivedAt = fromNanos(nanos(s.now()))
-		_, err := q.ExecContext(ctx, `INSERT INTO registrations (stream_id, report, received_at, service_id, subject_id)
-			VALUES (?, ?, ?, ?, ?)
-			ON CONFLICT (stream_id) DO UPDATE SET report = excluded.report, received_at = excluded.received_at,
-				service_id = excluded.service_id, subject_id = excluded.subject_id`,
-			r.StreamID, r.Report, nanos(r.ReceivedAt), r.ServiceID, r.SubjectID)
-		return workerError(ctx, q, "accept", r.StreamID, r.ServiceID, r.SubjectID, err)
-	})
+	op := writeOp{epoch: r.AuthEpoch, keepsAuth: true, accept: &r}
+	op.fn = func(ctx context.Context, q execer) error { return s.acceptGroup(ctx, q, []*live.Registration{&r}) }
+	err := s.submit(ctx, op)
 	return r, err
 }
 
 // Refuse clears the stream's registration and records r as its last
-// refusal, in one transaction, with the store's time as At. Errors:
-// ENOTFOUND (no such stream), EINVALID (see live.CheckRefusal, or an unknown
-// service or subject).
+// refusal and the transition, in one transaction, with the store's time as
+// At. Errors: ENOTFOUND (no such stream), EINVALID (see live.CheckRefusal,
+// or an unknown service or subject).
 func (s *Store) Refuse(ctx context.Context, r live.Refusal) (live.Refusal, error) {
 	if err := live.CheckRefusal(r); err != nil {
 		return r, err
 	}
+	r = normalizeRefusal(r)
 	errs, err := json.Marshal(r.Errors)
 	if err != nil {
 		return r, fmt.Errorf("refuse: %w", err)
 	}
-	err = s.write(ctx, func(ctx context.Context, q execer) error {
+	reasons, err := json.Marshal(r.Reasons)
+	if err != nil {
+		return r, fmt.Errorf("refuse: %w", err)
+	}
+	err = s.writeKeepingAuth(ctx, r.AuthEpoch, func(ctx context.Context, q execer) error {
 		r.At = fromNanos(nanos(s.now()))
-		if _, err := q.ExecContext(ctx, "DELETE FROM registrations WHERE stream_id = ?", r.StreamID); err != nil {
-			return fmt.Errorf("refuse %s: %w", r.StreamID, err)
-		}
-		_, err := q.ExecContext(ctx, `INSERT INTO refusals (stream_id, at, service_id, subject_id, errors)
-			VALUES (?, ?, ?, ?, ?)
+		_, err := q.ExecContext(ctx, `INSERT INTO refusals (stream_id, at, service_id, subject_id, errors, reasons)
+			VALUES (?, ?, ?, ?, ?, ?)
 			ON CONFLICT (stream_id) DO UPDATE SET at = excluded.at, service_id = excluded.service_id,
-				subject_id = excluded.subject_id, errors = excluded.errors`,
-			r.StreamID, nanos(r.At), r.ServiceID, r.SubjectID, string(errs))
-		return workerError(ctx, q, "refuse", r.StreamID, r.ServiceID, r.SubjectID, err)
+				subject_id = excluded.subject_id, errors = excluded.errors, reasons = excluded.reasons`,
+			r.StreamID, nanos(r.At), r.ServiceID, r.SubjectID, string(errs), string(reasons))
+		if err != nil {
+			return workerError(ctx, q, "refuse", r.StreamID, r.ServiceID, r.SubjectID, err)
+		}
+		return s.clear(ctx, q, r.StreamID, r.At, live.StateRefused)
 	})
 	return r, err
+}
+
+// normalizeRefusal gives r non-nil lists, so that they are stored as [].
+func normalizeRefusal(r live.Refusal) live.Refusal {
+	if r.Errors == nil {
+		r.Errors = []agentsandbox.ValidationError{}
+	}
+	if r.Reasons == nil {
+		r.Reasons = []string{}
+	}
+	return r
 }
 
 // workerError maps the error of a registration or refusal write: a foreign
@@ -84,13 +95,13 @@ func (s *Store) Worker(ctx context.Context, streamID string) (live.WorkerRecord,
 	var rec live.WorkerRecord
 	var report []byte
 	var received, at sql.NullInt64
-	var regSvc, regSub, refSvc, refSub, errs sql.NullString
+	var regSvc, regSub, refSvc, refSub, errs, reasons sql.NullString
 	err := s.readRow(ctx, `SELECT r.report, r.received_at, r.service_id, r.subject_id,
-			f.at, f.service_id, f.subject_id, f.errors
+			f.at, f.service_id, f.subject_id, f.errors, f.reasons
 		FROM streams s
 		LEFT JOIN registrations r ON r.stream_id = s.id
 		LEFT JOIN refusals f ON f.stream_id = s.id
-		WHERE s.id = ?`, streamID).Scan(&report, &received, &regSvc, &regSub, &at, &refSvc, &refSub, &errs)
+		WHERE s.id = ?`, streamID).Scan(&report, &received, &regSvc, &regSub, &at, &refSvc, &refSub, &errs, &reasons)
 	if err != nil {
 		return rec, getError("stream", streamID, err)
 	}
@@ -103,6 +114,69 @@ func (s *Store) Worker(ctx context.Context, streamID string) (live.WorkerRecord,
 		if err := json.Unmarshal([]byte(errs.String), &rec.Refusal.Errors); err != nil {
 			return rec, fmt.Errorf("worker %s: refusal errors: %w", streamID, err)
 		}
+		if err := json.Unmarshal([]byte(reasons.String), &rec.Refusal.Reasons); err != nil {
+			return rec, fmt.Errorf("worker %s: refusal reasons: %w", streamID, err)
+		}
 	}
 	return rec, nil
+}
+
+// LookupCheckIn reads the credential with hash (and its service), the
+// stream and whether subject is a known person, in one statement.
+func (s *Store) LookupCheckIn(ctx context.Context, hash [32]byte, stream, subject string) (live.CheckInLookup, error) {
+	var l live.CheckInLookup
+	var (
+		credID, kind, credSvc, credPer sql.NullString
+		credCreated                    sql.NullInt64
+		expires, revoked, lastUsed     sql.NullInt64
+		svcID, svcName, svcCaps        sql.NullString
+		svcFirst                       sql.NullBool
+		svcCreated                     sql.NullInt64
+		stID, stOwner                  sql.NullString
+		stCreated                      sql.NullInt64
+		known                          bool
+	)
+	err := s.readRow(ctx, `SELECT c.id, c.kind, c.service_id, c.person_id, c.created_at, c.expires_at, c.revoked_at, c.last_used_at,
+			v.id, v.name, v.first_party, v.capabilities, v.created_at,
+			st.id, st.owner_id, st.created_at,
+			EXISTS (SELECT 1 FROM persons WHERE id = ?3), (SELECT v FROM auth_epoch WHERE id = 1)
+		FROM (SELECT 1)
+		LEFT JOIN credentials c ON c.hash = ?1
+		LEFT JOIN services v ON v.id = c.service_id
+		LEFT JOIN streams st ON st.id = ?2`, hash[:], stream, subject).Scan(
+		&credID, &kind, &credSvc, &credPer, &credCreated, &expires, &revoked, &lastUsed,
+		&svcID, &svcName, &svcFirst, &svcCaps, &svcCreated,
+		&stID, &stOwner, &stCreated, &known, &l.Epoch)
+	if err != nil {
+		return l, fmt.Errorf("look up check-in: %w", err)
+	}
+	if credID.Valid {
+		l.Credential = &live.Credential{ID: credID.String, Kind: live.CredentialKind(kind.String), ServiceID: credSvc.String,
+			PersonID: credPer.String, Hash: hash, CreatedAt: fromNanos(credCreated.Int64),
+			ExpiresAt: fromNullNanos(expires), RevokedAt: fromNullNanos(revoked), LastUsedAt: fromNullNanos(lastUsed)}
+	}
+	if svcID.Valid {
+		sv := live.Service{ID: svcID.String, Name: svcName.String, FirstParty: svcFirst.Bool, CreatedAt: fromNanos(svcCreated.Int64)}
+		if err := json.Unmarshal([]byte(svcCaps.String), &sv.Capabilities); err != nil {
+			return l, fmt.Errorf("look up check-in: service %s capabilities: %w", sv.ID, err)
+		}
+		l.Service = &sv
+	}
+	if stID.Valid {
+		l.Stream = &live.Stream{ID: stID.String, OwnerID: stOwner.String, CreatedAt: fromNanos(stCreated.Int64)}
+	}
+	l.SubjectKnown = known
+	return l, nil
+}
+
+// Probe writes and commits the health probe's row.
+func (s *Store) Probe(ctx context.Context) error {
+	err := s.writeKeepingAuth(ctx, 0, func(ctx context.Context, q execer) error {
+		_, err := q.ExecContext(ctx, "INSERT INTO health_probe (id, at) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET at = excluded.at", nanos(s.now()))
+		return err
+	})
+	if err != nil && live.ErrorCode(err) == live.EINTERNAL {
+		return fmt.Errorf("probe: %w", err)
+	}
+	return err
 }

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+
+	"openvibe.network/agentsandbox/live"
 )
 
 // maxBatch bounds how many writes share one transaction.
@@ -13,37 +15,50 @@ const maxBatch = 256
 // errClosed is returned by writes on a closed store.
 var errClosed = errors.New("store is closed")
 
+// errReadOnly is returned by writes on a store opened read-only.
+var errReadOnly = live.Errorf(live.EUNAVAILABLE, "the store was opened read-only")
+
 // execer is the part of the writer's connection that a write uses.
 type execer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
 // writeOp is one write waiting for the writer: fn runs inside the group's
-// transaction, in its own savepoint unless it is a single statement (which
-// SQLite undoes by itself when it fails); its error (or the commit's) goes
-// to done.
+// transaction and may run several statements; it may be run twice (see
+// commit), so it sets its results afresh each time. Its error (or the
+// commit's) goes to done. An op with an epoch runs only if the auth epoch
+// is still that (else it fails with live.ErrAuthChanged); an op that
+// keepsAuth never moves the epoch.
 type writeOp struct {
-	fn     func(ctx context.Context, q execer) error
-	single bool
-	done   chan error
+	fn        func(ctx context.Context, q execer) error
+	done      chan error
+	epoch     int64
+	keepsAuth bool
+	// accept, when set, is the check-in fn writes: the writer may write it
+	// with the check-ins beside it in one statement instead.
+	accept *live.Registration
 }
 
-// write hands fn, which may run several statements, to the writer and waits
-// until its group is committed. Once the writer has taken fn, write waits
-// for the outcome even if ctx ends, so the caller never misreads a committed
-// write as failed.
+// write hands fn to the writer and waits until its group is committed.
+// Once the writer has taken fn, write waits for the outcome even if ctx
+// ends, so the caller never misreads a committed write as failed.
 func (s *Store) write(ctx context.Context, fn func(ctx context.Context, q execer) error) error {
-	return s.submit(ctx, writeOp{fn: fn, done: make(chan error, 1)})
+	return s.submit(ctx, writeOp{fn: fn})
 }
 
-// writeOne is write for an fn that changes the database with one statement
-// at most (it may read after a failure): it needs no savepoint.
-func (s *Store) writeOne(ctx context.Context, fn func(ctx context.Context, q execer) error) error {
-	return s.submit(ctx, writeOp{fn: fn, single: true, done: make(chan error, 1)})
+// writeKeepingAuth is write for an fn that never moves the auth epoch,
+// which, when epoch is not 0, runs only while the epoch is epoch.
+func (s *Store) writeKeepingAuth(ctx context.Context, epoch int64, fn func(ctx context.Context, q execer) error) error {
+	return s.submit(ctx, writeOp{fn: fn, epoch: epoch, keepsAuth: true})
 }
 
 func (s *Store) submit(ctx context.Context, op writeOp) error {
+	if s.ops == nil {
+		return errReadOnly
+	}
+	op.done = make(chan error, 1)
 	select {
 	case s.ops <- op:
 	case <-ctx.Done():
@@ -79,22 +94,74 @@ func (s *Store) writer() {
 	}
 }
 
-// commit runs batch in one transaction and answers every op. An op that
-// fails is rolled back to its savepoint and leaves the others untouched; a
-// failed commit fails every op that had succeeded.
+// commit runs batch in one transaction and answers every op. It first runs
+// the ops one after the other with nothing between them; if one fails
+// (rare: the callers checked their input), it rolls the whole group back and
+// runs it again with each op in its own savepoint, so that a failing op
+// leaves the others untouched. A failed commit fails every op that had
+// succeeded.
 func (s *Store) commit(batch []writeOp) {
 	ctx := context.Background()
 	errs := make([]error, len(batch))
+	failed := false
 	err := s.inTx(ctx, func(w *wconn) error {
-		for i, op := range batch {
-			if op.single {
-				errs[i] = op.fn(ctx, w)
-			} else {
-				errs[i] = inSavepoint(ctx, w, op.fn)
+		var ep epochCheck
+		var group []*live.Registration // check-ins to write together
+		var members []int              // their indexes in batch
+		flush := func() error {
+			if len(group) == 0 {
+				return nil
 			}
+			err := s.acceptGroup(ctx, w, group)
+			for _, i := range members {
+				errs[i] = err
+			}
+			group, members = group[:0], members[:0]
+			return err
+		}
+		streams := map[string]bool{}
+		for i, op := range batch {
+			if errs[i] = ep.check(ctx, w, op); errs[i] != nil {
+				continue
+			}
+			if op.accept != nil && !streams[op.accept.StreamID] {
+				streams[op.accept.StreamID] = true
+				group, members = append(group, op.accept), append(members, i)
+				continue
+			}
+			clear(streams)
+			if err := flush(); err != nil {
+				failed = true
+				return err
+			}
+			if op.accept != nil { // a second check-in of a stream starts the next group
+				streams[op.accept.StreamID] = true
+				group, members = append(group, op.accept), append(members, i)
+				continue
+			}
+			if errs[i] = op.fn(ctx, w); errs[i] != nil {
+				failed = true
+				return errs[i]
+			}
+		}
+		if err := flush(); err != nil {
+			failed = true
+			return err
 		}
 		return nil
 	})
+	if failed && len(batch) > 1 {
+		clear(errs)
+		err = s.inTx(ctx, func(w *wconn) error {
+			var ep epochCheck
+			for i, op := range batch {
+				if errs[i] = ep.check(ctx, w, op); errs[i] == nil {
+					errs[i] = inSavepoint(ctx, w, op.fn)
+				}
+			}
+			return nil
+		})
+	}
 	for i, op := range batch {
 		if errs[i] == nil {
 			errs[i] = err
@@ -103,7 +170,38 @@ func (s *Store) commit(batch []writeOp) {
 	}
 }
 
-// inTx runs fn between BEGIN IMMEDIATE and COMMIT on the writer's connection.
+// epochCheck checks the ops of one transaction against the auth epoch,
+// read once and again only after an op that may have moved it.
+type epochCheck struct {
+	epoch int64
+	known bool
+}
+
+// check returns live.ErrAuthChanged (wrapped) when op has an epoch that is
+// no longer the store's; it reads the epoch when it must.
+func (e *epochCheck) check(ctx context.Context, w *wconn, op writeOp) error {
+	defer func() {
+		if !op.keepsAuth {
+			e.known = false
+		}
+	}()
+	if op.epoch == 0 {
+		return nil
+	}
+	if !e.known {
+		if err := w.QueryRowContext(ctx, "SELECT v FROM auth_epoch WHERE id = 1").Scan(&e.epoch); err != nil {
+			return fmt.Errorf("write: read auth epoch: %w", err)
+		}
+		e.known = true
+	}
+	if e.epoch != op.epoch {
+		return fmt.Errorf("write: %w", live.ErrAuthChanged)
+	}
+	return nil
+}
+
+// inTx runs fn between BEGIN IMMEDIATE and COMMIT on the writer's
+// connection; it rolls back when fn fails.
 func (s *Store) inTx(ctx context.Context, fn func(w *wconn) error) error {
 	w := s.wconn
 	if _, err := w.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
@@ -173,6 +271,15 @@ func (w *wconn) QueryRowContext(ctx context.Context, query string, args ...any) 
 		return w.conn.QueryRowContext(ctx, query, args...)
 	}
 	return st.QueryRowContext(ctx, args...)
+}
+
+// QueryContext runs query as a prepared statement.
+func (w *wconn) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	st, err := w.stmt(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return st.QueryContext(ctx, args...)
 }
 
 // close releases the statements and the connection.

@@ -41,3 +41,40 @@ func BenchmarkAccept(b *testing.B, s live.Store) {
 		}
 	})
 }
+
+// BenchmarkLookupCheckIn measures the one read a check-in makes (the
+// credential, its service, the stream, the subject), from many goroutines.
+func BenchmarkLookupCheckIn(b *testing.B, s live.Store) {
+	ctx := b.Context()
+	p, err := s.CreatePerson(ctx, live.Person{Name: "Ada"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	sv, err := s.CreateService(ctx, live.Service{Name: "w", FirstParty: true, Capabilities: []string{live.CapabilityRegister}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	st, err := s.CreateStream(ctx, live.Stream{OwnerID: p.ID})
+	if err != nil {
+		b.Fatal(err)
+	}
+	secret, hash, err := live.NewSecret(live.KindServiceToken)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := s.CreateCredential(ctx, live.Credential{Kind: live.KindServiceToken, ServiceID: sv.ID, Hash: hash}); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.SetParallelism(8)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			l, err := s.LookupCheckIn(ctx, live.HashSecret(secret), st.ID, p.ID)
+			if err != nil || l.Credential == nil || l.Stream == nil || !l.SubjectKnown {
+				b.Errorf("LookupCheckIn = %+v, %v", l, err)
+				return
+			}
+		}
+	})
+}

@@ -18,12 +18,32 @@ import (
 	"openvibe.network/agentsandbox/live"
 )
 
-// OpenFunc opens the store under test on one database; it fails the test
-// that made the database when it cannot. The store takes its receive times
-// from now when it keeps its own clock (as live/sqlite does); a store that
-// uses its database's clock ignores now. The suite closes every store it
-// opens; Close must tolerate a second call.
-type OpenFunc func(now func() time.Time) live.Store
+// OpenFunc opens the store under test on one database with o; it fails the
+// test that made the database when it cannot. The suite closes every store
+// it opens; Close must tolerate a second call.
+type OpenFunc func(o OpenOptions) live.Store
+
+// OpenOptions are the store options the suite sets.
+type OpenOptions struct {
+	// Now is the clock a store that keeps its own clock (as live/sqlite
+	// does) takes its times from; a store on its database's clock ignores
+	// it.
+	Now func() time.Time
+	// Window is the alive window the store's history follows.
+	Window time.Duration
+	// HistoryMaxAge and HistoryMaxRows bound each stream's history (0: the
+	// live package's bounds).
+	HistoryMaxAge  time.Duration
+	HistoryMaxRows int
+}
+
+// Traits say how the store under test keeps time.
+type Traits struct {
+	// DatabaseClock: the store takes every time from its database's clock
+	// (as live/postgres does), so the suite lets real time pass where it
+	// needs time to pass, with a short alive window.
+	DatabaseClock bool
+}
 
 // NewFunc makes a fresh, empty database for t and returns the OpenFunc that
 // opens the store on it. The suite calls that OpenFunc again (after closing
@@ -32,7 +52,7 @@ type NewFunc func(t *testing.T) OpenFunc
 
 // Run runs every conformance case, each on its own database that newDB
 // makes.
-func Run(t *testing.T, newDB NewFunc) {
+func Run(t *testing.T, newDB NewFunc, traits Traits) {
 	for _, c := range []struct {
 		name string
 		run  func(*testing.T, *env)
@@ -51,10 +71,24 @@ func Run(t *testing.T, newDB NewFunc) {
 		{"Worker", testWorker},
 		{"ConcurrentCheckIns", testConcurrentCheckIns},
 		{"Reopen", testReopen},
+		{"ListStreamsOwnedBy", testListStreamsOwnedBy},
+		{"SetCapability", testSetCapability},
+		{"DeletePerson", testDeletePerson},
+		{"DeleteStream", testDeleteStream},
+		{"DeleteService", testDeleteService},
+		{"RevokeSessions", testRevokeSessions},
+		{"ConsumeLoginTicket", testConsumeLoginTicket},
+		{"TouchCredential", testTouchCredential},
+		{"LookupCheckIn", testLookupCheckIn},
+		{"History", testHistory},
+		{"HistoryPruned", testHistoryPruned},
+		{"CountStates", testCountStates},
+		{"Probe", testProbe},
+		{"AuthEpoch", testAuthEpoch},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			c.run(t, newEnv(t, newDB(t)))
+			c.run(t, newEnv(t, newDB(t), traits))
 		})
 	}
 }
@@ -65,17 +99,39 @@ var fakeEpoch = time.Date(2031, 2, 3, 4, 5, 6, 123456789, time.UTC)
 
 // env is one case's store, clock and context.
 type env struct {
-	t     *testing.T
-	open  OpenFunc
-	clock *fakeclock.Clock
-	store live.Store
-	ctx   context.Context
+	t      *testing.T
+	open   OpenFunc
+	traits Traits
+	window time.Duration // the store's alive window
+	// historyAge and historyRows are the history bounds the store is opened
+	// with (0: the defaults).
+	historyAge  time.Duration
+	historyRows int
+	clock       *fakeclock.Clock
+	store       live.Store
+	ctx         context.Context
 }
 
-func newEnv(t *testing.T, open OpenFunc) *env {
-	e := &env{t: t, open: open, clock: fakeclock.New(fakeEpoch), ctx: t.Context()}
+// dbClockWindow is the alive window of a store on its database's clock:
+// short, so that a case lets it pass in real time.
+const dbClockWindow = 500 * time.Millisecond
+
+func newEnv(t *testing.T, open OpenFunc, traits Traits) *env {
+	e := &env{t: t, open: open, traits: traits, window: live.AliveWindow, clock: fakeclock.New(fakeEpoch), ctx: t.Context()}
+	if traits.DatabaseClock {
+		e.window = dbClockWindow
+	}
 	e.reopen()
 	return e
+}
+
+// pass lets d go by for the store: on the injected clock, or in real time
+// for a store on its database's clock.
+func (e *env) pass(d time.Duration) {
+	e.clock.Advance(d)
+	if e.traits.DatabaseClock {
+		time.Sleep(d)
+	}
 }
 
 // reopen closes the current store (if any) and opens the same database.
@@ -86,7 +142,7 @@ func (e *env) reopen() {
 			e.t.Fatalf("close store: %v", err)
 		}
 	}
-	s := e.open(e.clock.Now)
+	s := e.open(OpenOptions{Now: e.clock.Now, Window: e.window, HistoryMaxAge: e.historyAge, HistoryMaxRows: e.historyRows})
 	e.t.Cleanup(func() { _ = s.Close() })
 	e.store = s
 }

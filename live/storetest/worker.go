@@ -128,8 +128,10 @@ var refusalErrors = []agentsandbox.ValidationError{
 	{Path: "", Message: "unicode ✓ \"quoted\""},
 }
 
+var refusalReasons = []string{"the probe sandbox has no egress proxy", "read bubblewrap info: EOF ✓"}
+
 func (f fixture) refusal() live.Refusal {
-	return live.Refusal{StreamID: f.stream.ID, ServiceID: f.service.ID, SubjectID: f.owner.ID, Errors: refusalErrors}
+	return live.Refusal{StreamID: f.stream.ID, ServiceID: f.service.ID, SubjectID: f.owner.ID, Errors: refusalErrors, Reasons: refusalReasons}
 }
 
 func testRefuse(t *testing.T, e *env) {
@@ -149,11 +151,23 @@ func testRefuse(t *testing.T, e *env) {
 			t.Fatalf("registration %+v survived a refusal", rec.Registration)
 		}
 		r := rec.Refusal
-		if r == nil || !r.At.Equal(got.At) || r.ServiceID != f.service.ID || r.SubjectID != f.owner.ID || !slices.Equal(r.Errors, refusalErrors) {
-			t.Fatalf("Refusal = %+v, want %+v at %v", r, refusalErrors, got.At)
+		if r == nil || !r.At.Equal(got.At) || r.ServiceID != f.service.ID || r.SubjectID != f.owner.ID ||
+			!slices.Equal(r.Errors, refusalErrors) || !slices.Equal(r.Reasons, refusalReasons) {
+			t.Fatalf("Refusal = %+v, want %+v and reasons %q at %v", r, refusalErrors, refusalReasons, got.At)
 		}
 		if h := live.Derive(rec, e.clock.Now(), live.AliveWindow); h.State != live.StateRefused {
 			t.Fatalf("state %s, want refused", h.State)
+		}
+	})
+	t.Run("NoReasons", func(t *testing.T) {
+		r := f.refusal()
+		r.Errors, r.Reasons = nil, nil
+		if _, err := e.store.Refuse(e.ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		got := e.worker(f.stream.ID).Refusal
+		if got == nil || got.Errors == nil || len(got.Errors) != 0 || got.Reasons == nil || len(got.Reasons) != 0 {
+			t.Fatalf("Refusal = %+v, want empty, non-nil errors and reasons", got)
 		}
 	})
 	t.Run("ErrNotFound", func(t *testing.T) {

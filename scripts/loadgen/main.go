@@ -1,11 +1,11 @@
-// Command loadgen is the load generator of scripts/bench-live.sh: it sends
-// durable check-ins to `ovlive serve` (or to a bare net/http handler, for
-// comparison) over a fixed number of connections and reports throughput and
-// latency as one JSON line. It talks to loopback addresses only.
+// Command loadgen is the helper of scripts/bench-live.sh, whose load itself
+// comes from wrk (checkin.lua): it serves the bare net/http handler that the
+// check-ins are compared with, checks that a URL is on loopback, and
+// summarises the runs. It listens on and accepts loopback addresses only.
 //
-//	loadgen run  --url http://127.0.0.1:PORT --token T --subject P --streams 100 --conns 64 --duration 10s --body FILE
 //	loadgen bare --listen 127.0.0.1:0 --addr-file FILE
-//	loadgen report < RESULTS   (a table of the runs' JSON lines)
+//	loadgen loopback URL          (exit 1 unless URL is http:// on a loopback address)
+//	loadgen summary < RESULTS     (medians and ratios of the runs' JSON lines)
 package main
 
 import (
@@ -22,26 +22,32 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	"openvibe.network/agentsandbox/internal/atomicfile"
 )
 
 func main() {
 	log.SetFlags(0)
 	log.SetPrefix("loadgen: ")
 	if len(os.Args) < 2 {
-		log.Fatal("usage: loadgen run|bare|report [flags]")
+		log.Fatal("usage: loadgen bare|loopback|summary [flags]")
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var err error
 	switch os.Args[1] {
-	case "run":
-		err = runCmd(ctx, os.Args[2:])
 	case "bare":
 		err = bareCmd(ctx, os.Args[2:])
-	case "report":
-		err = reportCmd(os.Stdin, os.Stdout)
+	case "loopback":
+		if len(os.Args) != 3 {
+			err = errors.New("usage: loadgen loopback URL")
+		} else {
+			_, err = loopbackURL(os.Args[2])
+		}
+	case "summary":
+		err = summaryCmd(os.Stdin, os.Stdout)
 	default:
-		err = fmt.Errorf("unknown command %q: use run, bare or report", os.Args[1])
+		err = fmt.Errorf("unknown command %q: use bare, loopback or summary", os.Args[1])
 	}
 	if err != nil {
 		log.Fatal(err)
@@ -62,14 +68,11 @@ func bareCmd(ctx context.Context, args []string) error {
 	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
-		return err
+		return fmt.Errorf("bare: %w", err)
 	}
 	if *addrFile != "" {
-		if err := os.WriteFile(*addrFile+".tmp", []byte(ln.Addr().String()+"\n"), 0o644); err != nil {
-			return err
-		}
-		if err := os.Rename(*addrFile+".tmp", *addrFile); err != nil {
-			return err
+		if err := atomicfile.Write(*addrFile, []byte(ln.Addr().String()+"\n"), 0o644); err != nil {
+			return fmt.Errorf("bare: %w", err)
 		}
 	}
 	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -82,7 +85,7 @@ func bareCmd(ctx context.Context, args []string) error {
 		_ = srv.Shutdown(context.Background())
 	}()
 	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-		return err
+		return fmt.Errorf("bare: %w", err)
 	}
 	return nil
 }
