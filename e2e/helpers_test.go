@@ -54,6 +54,9 @@ func binaries(t *testing.T) string {
 }
 
 func TestMain(m *testing.M) {
+	if os.Getenv(noNamespacesEnv) != "" {
+		execWithoutNamespaces()
+	}
 	code := m.Run()
 	if binDir != "" {
 		os.RemoveAll(binDir)

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+	"openvibe.network/agentsandbox/sandbox/hostcheck"
 )
 
 // A sandbox's host directory (Runtime.boxPath) holds only mount points and,
@@ -66,6 +67,9 @@ func makeBoxDir(dir string, uid int, size int64, ptys int) (err error) {
 	}
 	opts := fmt.Sprintf("size=%d,nr_inodes=%d,mode=0711,uid=0,gid=0", size, inodeCap(size))
 	if err := unix.Mount("tmpfs", fsDir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		if cause := (hostcheck.Host{Root: "/"}).Explain(err.Error()); cause != "" {
+			return fmt.Errorf("sandbox dir: %s; mount tmpfs %s: %w", cause, opts, err)
+		}
 		return fmt.Errorf("sandbox dir: mount tmpfs %s: %w", opts, err)
 	}
 	if err := os.Mkdir(ptsDir, 0o700); err != nil {

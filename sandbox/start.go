@@ -20,6 +20,7 @@ import (
 	"openvibe.network/agentsandbox/internal/unixsock"
 	"openvibe.network/agentsandbox/sandbox/cgroup"
 	"openvibe.network/agentsandbox/sandbox/control"
+	"openvibe.network/agentsandbox/sandbox/hostcheck"
 )
 
 // File descriptors of bubblewrap (ExtraFiles from 3 on), with the init's
@@ -321,7 +322,8 @@ func waitReady(ctx context.Context, ready *os.File, b *sandboxState) error {
 }
 
 // startError explains a failed start: ctx ended, or bubblewrap or the init
-// died (what they wrote to stderr says why), or err.
+// died (what they wrote to stderr says why, and what on this host causes
+// it: see hostcheck), or err.
 func startError(ctx context.Context, b *sandboxState, err error) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("start sandbox: %w", ctx.Err())
@@ -331,6 +333,9 @@ func startError(ctx context.Context, b *sandboxState, err error) error {
 		msg := strings.TrimSpace(b.stderr.String())
 		if msg == "" {
 			msg = b.cmd.ProcessState.String()
+		}
+		if cause := (hostcheck.Host{Root: "/"}).Explain(msg); cause != "" {
+			return fmt.Errorf("start sandbox: %s; bubblewrap said: %s", cause, msg)
 		}
 		return fmt.Errorf("start sandbox: %s", msg)
 	}

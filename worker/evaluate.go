@@ -16,6 +16,9 @@ import (
 // NotRun, with the reason.
 func evaluate(obs *observation) Result {
 	res := Result{Checks: map[string]bool{}, Reasons: []string{}}
+	if obs.setup != "" { // once, in full: it is why every check below could not run
+		res.Reasons = append(res.Reasons, trimReason("the probe could not run: "+obs.setup))
+	}
 	judges := map[string]func(*observation) string{
 		agentsandbox.CheckNetworkNamespace:     judgeNetworkNamespace,
 		agentsandbox.CheckNoDirectEgress:       judgeDirectEgress,
@@ -31,9 +34,9 @@ func evaluate(obs *observation) Result {
 		notRun := ""
 		switch {
 		case c == agentsandbox.CheckWipe && !obs.wiped:
-			notRun = "no probe sandbox was created, so no wipe was tested: " + obs.setup
+			notRun = "no probe sandbox was created, so no wipe was tested"
 		case c != agentsandbox.CheckWipe && obs.setup != "":
-			notRun = "the probe did not run: " + obs.setup
+			notRun = "the probe could not run"
 		}
 		if notRun != "" {
 			res.NotRun = append(res.NotRun, c)

@@ -15,6 +15,7 @@ import (
 	"openvibe.network/agentsandbox"
 	"openvibe.network/agentsandbox/egress"
 	"openvibe.network/agentsandbox/sandbox"
+	"openvibe.network/agentsandbox/sandbox/hostcheck"
 	"openvibe.network/agentsandbox/worker"
 )
 
@@ -120,6 +121,9 @@ func poolSize(flag, capacity int) int {
 func newStack(cfg stackConfig, log *slog.Logger) (*stack, error) {
 	if err := checkDescriptorBudget(cfg.capacity); err != nil {
 		return nil, err
+	}
+	for _, p := range (hostcheck.Host{Root: "/"}).Problems() {
+		log.Error("this host cannot run sandboxes as it is", "problem", p)
 	}
 	st := &stack{log: log, limits: cfg.limits, guard: egress.NewGuard(egress.GuardConfig{Resolver: net.DefaultResolver})}
 	var attacher sandbox.EgressAttacher
