@@ -4,7 +4,7 @@ export PATH := /usr/local/go/bin:$(PATH)
 GO ?= go
 BIN := bin
 
-.PHONY: all build deps test demo golden-check clean
+.PHONY: all build deps lint test demo golden-check clean
 
 all: build
 
@@ -14,8 +14,12 @@ deps:
 build:
 	$(GO) build -o $(BIN)/ ./cmd/...
 
-test: deps
+# lint: go vet and staticcheck (pinned; scripts/staticcheck.sh installs it) stay clean.
+lint:
 	$(GO) vet ./...
+	scripts/staticcheck.sh
+
+test: deps lint
 	$(GO) test -race -count=1 -timeout 30m ./...
 
 demo: deps build
