@@ -32,3 +32,11 @@ type EgressPolicy struct {
 func (p EgressPolicy) IsDefault() bool {
 	return (p.Mode == "" || p.Mode == EgressPublic) && len(p.Allow) == 0 && len(p.Deny) == 0
 }
+
+// EgressAttachOptions are what the sandbox runtime tells the egress proxy
+// when it attaches a sandbox (sandbox.EgressAttacher, implemented by
+// egress.Proxy; both name it AttachOptions).
+type EgressAttachOptions struct {
+	// Policy is what the sandbox may reach (the zero value: public mode).
+	Policy EgressPolicy
+}

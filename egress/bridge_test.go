@@ -69,7 +69,7 @@ func TestBridgeForwardsAndIsReady(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != 403 || resp.Header.Get("X-Egress-Refused") != ReasonPrivate {
+	if resp.StatusCode != 403 || resp.Header.Get("X-Egress-Refused") != ReasonRefused {
 		t.Fatalf("private through the bridge: %d %q", resp.StatusCode, resp.Header.Get("X-Egress-Refused"))
 	}
 }
@@ -182,7 +182,7 @@ func TestTransparentHTTP(t *testing.T) {
 			if resp.StatusCode != tc.status || (tc.body != "" && string(body) != tc.body) {
 				t.Fatalf("got %d %q", resp.StatusCode, body)
 			}
-			if tc.status == 403 && resp.Header.Get("X-Egress-Refused") != ReasonPrivate {
+			if tc.status == 403 && resp.Header.Get("X-Egress-Refused") != ReasonRefused {
 				t.Fatalf("refusal reason %q", resp.Header.Get("X-Egress-Refused"))
 			}
 			c.Close() // the tunnel, and so its log line, ends with the client

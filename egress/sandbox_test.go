@@ -107,13 +107,13 @@ func TestInSandbox(t *testing.T) {
 	for _, tc := range []struct {
 		name, script, want string
 	}{
-		{"ProxyRefusesPrivate", curl + " -sS -i --max-time 60 http://10.0.0.1/", "X-Egress-Refused: private-address"},
+		{"ProxyRefusesPrivate", curl + " -sS -i --max-time 60 http://10.0.0.1/", "X-Egress-Refused: refused"},
 		{"ProxyRefusesPort", curl + " -sS -i --max-time 60 http://public.test:8080/", "X-Egress-Refused: port-not-allowed"},
 		{"ConnectRefusesPrivate", curl + " -sS -i --max-time 60 -p http://10.0.0.1:443/ 2>&1; true", "403"},
 		{"ProxyHTTPS", curl + " -sS -k --max-time 60 https://public.test/", "tls page for public.test"},
 		{"TransparentHTTPS", curl + " -sS -k --noproxy '*' --max-time 60 https://public.test/", "tls page for public.test"},
 		{"TransparentAllowed", curl + " -sS --noproxy '*' --max-time 60 http://public.test/", "public page for public.test"},
-		{"TransparentRefusesPrivate", curl + " -sS -i --noproxy '*' --max-time 60 http://private.test/", "X-Egress-Refused: private-address"},
+		{"TransparentRefusesPrivate", curl + " -sS -i --noproxy '*' --max-time 60 http://private.test/", "X-Egress-Refused: refused"},
 		{"NoRouteToHostLoopback", curl + " -sS --noproxy '*' --max-time 60 http://" + trapAddr + "/ 2>&1; true", "Failed to connect"},
 		{"NoRouteToPrivate", curl + " -sS --noproxy '*' --max-time 60 http://10.0.0.1/ 2>&1; true", "curl: (7)"},
 	} {

@@ -72,14 +72,14 @@ type heldAttacher struct {
 	release   chan struct{}
 }
 
-func (h *heldAttacher) Attach(ctx context.Context, id, tempPath string, uid int) (*os.File, func(), error) {
+func (h *heldAttacher) Attach(ctx context.Context, id, tempPath string, uid int, opts AttachOptions) (*os.File, func(), error) {
 	h.attaching <- struct{}{}
 	select {
 	case <-h.release:
 	case <-ctx.Done():
 		return nil, nil, ctx.Err()
 	}
-	return h.fakeAttacher.Attach(ctx, id, tempPath, uid)
+	return h.fakeAttacher.Attach(ctx, id, tempPath, uid, opts)
 }
 
 // TestCloseWaitsForStart proves that Close waits for a sandbox still
