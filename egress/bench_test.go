@@ -21,7 +21,7 @@ func benchProxy(b *testing.B) *testProxy {
 
 // sink accepts connections on loopback and reads them to the end with a
 // large buffer; done gets the byte count of each connection.
-func sink(b *testing.B) (string, chan int64) {
+func sink(b testing.TB) (string, chan int64) {
 	b.Helper()
 	done := make(chan int64, 1)
 	addr := listenLoopback(b, func(c net.Conn) {
@@ -42,7 +42,7 @@ func sink(b *testing.B) (string, chan int64) {
 
 // push writes size bytes to c in 1 MiB writes, half-closes it and waits for
 // the sink to have read them all; it returns how long that took.
-func push(b *testing.B, c net.Conn, size int64, done chan int64) time.Duration {
+func push(b testing.TB, c net.Conn, size int64, done chan int64) time.Duration {
 	b.Helper()
 	buf := make([]byte, 1<<20)
 	start := time.Now()
@@ -58,6 +58,23 @@ func push(b *testing.B, c net.Conn, size int64, done chan int64) time.Duration {
 	return time.Since(start)
 }
 
+// connectVia opens a CONNECT tunnel to target through the proxy at
+// network/address.
+func connectVia(tb testing.TB, network, address, target string) net.Conn {
+	tb.Helper()
+	c, err := net.Dial(network, address)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	io.WriteString(c, "CONNECT "+target+" HTTP/1.1\r\nHost: "+target+"\r\n\r\n")
+	r := bufio.NewReaderSize(c, 128)
+	resp, err := http.ReadResponse(r, &http.Request{Method: http.MethodConnect})
+	if err != nil || resp.StatusCode != 200 || r.Buffered() != 0 {
+		tb.Fatalf("CONNECT %s via %s: %v %v", target, address, resp, err)
+	}
+	return c
+}
+
 // BenchmarkTunnelThroughput copies 64 MiB per iteration directly to a
 // loopback sink and the same through a CONNECT tunnel of the proxy (client
 // on the sandbox's unix socket), and through the in-sandbox bridge too;
@@ -68,19 +85,7 @@ func BenchmarkTunnelThroughput(b *testing.B) {
 	addr, done := sink(b)
 	tp.dial.set(netip.AddrPortFrom(publicV4, 443), addr)
 	br := startTestBridge(b, tp, false)
-	connect := func(network, address string) net.Conn {
-		c, err := net.Dial(network, address)
-		if err != nil {
-			b.Fatal(err)
-		}
-		io.WriteString(c, "CONNECT public.test:443 HTTP/1.1\r\nHost: public.test:443\r\n\r\n")
-		r := bufio.NewReaderSize(c, 128)
-		resp, err := http.ReadResponse(r, &http.Request{Method: http.MethodConnect})
-		if err != nil || resp.StatusCode != 200 || r.Buffered() != 0 {
-			b.Fatalf("CONNECT: %v %v", resp, err)
-		}
-		return c
-	}
+	connect := func(network, address string) net.Conn { return connectVia(b, network, address, "public.test:443") }
 	var direct, proxied, bridged time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {

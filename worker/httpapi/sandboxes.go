@@ -22,6 +22,9 @@ type CreateRequest struct {
 	Env map[string]string `json:"env,omitempty"`
 	// Browser asks for a sandbox in which a headless browser works.
 	Browser bool `json:"browser,omitempty"`
+	// Egress is what the sandbox may reach (default: the worker's default,
+	// public unless configured otherwise).
+	Egress *agentsandbox.EgressPolicy `json:"egress,omitempty"`
 }
 
 // SandboxLimits are the limits of a sandbox as the API shows them.
@@ -39,6 +42,8 @@ type Sandbox struct {
 	CreatedAt time.Time     `json:"created_at"`
 	ExpiresAt time.Time     `json:"expires_at"`
 	Limits    SandboxLimits `json:"limits"`
+	// Egress is the policy the sandbox runs under, in canonical form.
+	Egress agentsandbox.EgressPolicy `json:"egress"`
 }
 
 // SandboxList is the answer to GET /v1/sandboxes.
@@ -67,6 +72,7 @@ func sandboxOf(in sandbox.Info) Sandbox {
 			CPUPercent:     in.Limits.CPUPercent,
 			TimeBoxMinutes: int(in.ExpiresAt.Sub(in.CreatedAt).Round(time.Minute) / time.Minute),
 		},
+		Egress: egressView(in),
 	}
 }
 
@@ -112,12 +118,12 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) error {
 		return &Error{Status: http.StatusBadRequest, Code: "no_browser",
 			Message: "no browser on this worker; create the sandbox without `browser` or use a worker that reports browser: true"}
 	}
-	info, err := s.cfg.Runtime.Create(r.Context(), sandbox.Options{
-		TimeBox: time.Duration(minutes) * time.Minute,
-		Limits:  s.cfg.Limits,
-		Env:     req.Env,
-		Egress:  s.cfg.Egress,
-	})
+	opts, err := s.egressOptions(req.Egress)
+	if err != nil {
+		return err
+	}
+	opts.TimeBox, opts.Limits, opts.Env = time.Duration(minutes)*time.Minute, s.cfg.Limits, req.Env
+	info, err := s.cfg.Runtime.Create(r.Context(), opts)
 	if err != nil {
 		return fmt.Errorf("create sandbox: %w", err)
 	}
@@ -128,7 +134,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) error {
 		addLog(r.Context(), slog.String("abandoned", info.ID), slog.Bool("wiped", derr == nil && rep.Verified))
 		return fmt.Errorf("create sandbox: client gone: %w", err)
 	}
-	addLog(r.Context(), slog.String("created", info.ID))
+	addLog(r.Context(), slog.String("created", info.ID), slog.String("egress", egressView(info).Mode))
 	writeJSON(w, http.StatusCreated, sandboxOf(info))
 	return nil
 }

@@ -62,7 +62,8 @@ func (f *Fake) Create(_ context.Context, opts sandbox.Options) (sandbox.Info, er
 	}
 	info := sandbox.Info{ID: fmt.Sprintf("sb-%d", f.next), Slot: f.next, CreatedAt: now, ExpiresAt: now.Add(tb),
 		Limits: agentsandbox.Limits{MemoryMB: agentsandbox.DefaultMemoryMB, DiskMB: agentsandbox.DefaultDiskMB,
-			Pids: agentsandbox.DefaultPids, CPUPercent: agentsandbox.DefaultCPUPercent}}
+			Pids: agentsandbox.DefaultPids, CPUPercent: agentsandbox.DefaultCPUPercent},
+		Egress: opts.Egress, EgressPolicy: opts.EgressPolicy}
 	f.boxes[info.ID] = &box{info: info, files: map[string][]byte{}}
 	f.created = append(f.created, opts)
 	return info, nil
