@@ -130,19 +130,19 @@ func readRequest(br *bufio.Reader, withHost bool) (*http.Request, hostHeader, er
 // line) without consuming it. Errors: it does not fit in br, or the read
 // error.
 func peekHeader(br *bufio.Reader) ([]byte, error) {
-	for n := max(br.Buffered(), 1); ; n = min(br.Buffered()+1, br.Size()) {
-		b, err := br.Peek(n)
+	for {
+		b, _ := br.Peek(br.Buffered())
 		if end := bytes.Index(b, []byte("\r\n\r\n")); end >= 0 {
 			return b[:end+2], nil
 		}
 		if end := bytes.Index(b, []byte("\n\n")); end >= 0 {
 			return b[:end+1], nil
 		}
-		if err != nil {
-			return nil, err
-		}
-		if n == br.Size() {
+		if len(b) == br.Size() {
 			return nil, errors.New("request header larger than the proxy's buffer")
+		}
+		if _, err := br.Peek(len(b) + 1); err != nil { // wait for more
+			return nil, err
 		}
 	}
 }

@@ -460,3 +460,31 @@ func TestProxyCheckPolicy(t *testing.T) {
 		t.Fatal("a sandbox in mode none was attached")
 	}
 }
+
+// TestProxyNamedHeaderInPieces: a request whose header arrives in pieces
+// is read whole before its Host is checked, and answered.
+func TestProxyNamedHeaderInPieces(t *testing.T) {
+	tp := newPolicyProxy(t, nil, AttachOptions{Policy: pypiPolicy()})
+	tp.serveHTTP(t, publicV4, 80, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "whole") }))
+	for _, tc := range []struct {
+		name   string
+		pieces []string
+		status int
+	}{
+		{"Allowed", []string{"GET http://public.test/ HTTP/1.1\r\n", "Host: public.test\r\n", "Connection: close\r\n", "\r\n"}, 200},
+		{"RefusedPort", []string{"GET http://127.0.0.1:33855/ HTTP/1.1\r\n", "Host: 127.0.0.1:33855\r\n\r\n"}, 403},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := tp.dialProxy(t)
+			for _, p := range tc.pieces {
+				io.WriteString(c, p)
+				time.Sleep(20 * time.Millisecond)
+			}
+			c.SetReadDeadline(time.Now().Add(5 * time.Second)) // the answer comes at once, not at a timeout
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil || resp.StatusCode != tc.status {
+				t.Fatalf("got %v %v, want %d", resp, err, tc.status)
+			}
+		})
+	}
+}

@@ -88,6 +88,15 @@ type fileConfig struct {
 	APITokenFile string         `json:"api_token_file,omitempty"`
 	Capacity     int            `json:"capacity,omitempty"`
 	StateDir     string         `json:"state_dir,omitempty"`
+	// MetricsListen, EgressDefault, EgressDeny, EgressResolver and
+	// EgressMaxPolicy are the file's --metrics-listen, --egress-default,
+	// --egress-deny (flags add to it), --egress-resolver and
+	// --egress-max-policy.
+	MetricsListen   string   `json:"metrics_listen,omitempty"`
+	EgressDefault   string   `json:"egress_default,omitempty"`
+	EgressDeny      []string `json:"egress_deny,omitempty"`
+	EgressResolver  string   `json:"egress_resolver,omitempty"`
+	EgressMaxPolicy int      `json:"egress_max_policy,omitempty"`
 }
 
 func loadConfig(path string) (fileConfig, error) {
@@ -226,6 +235,9 @@ func checkinCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr 
 	log := newLogger(stderr)
 	stc := sf.config(fc, 1)
 	stc.secrets, stc.pool = tokens, 0
+	for _, t := range targets {
+		stc.liveURLs = append(stc.liveURLs, t.LiveURL)
+	}
 	st, err := newStack(stc, log)
 	if err != nil {
 		fmt.Fprintf(stderr, "codes-sandbox checkin: %v\n", err)

@@ -7,12 +7,16 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 
 	"openvibe.network/agentsandbox/egress"
+	"openvibe.network/agentsandbox/egress/policy"
+	"openvibe.network/agentsandbox/internal/metrics"
 	"openvibe.network/agentsandbox/sandbox"
 	"openvibe.network/agentsandbox/worker"
 )
@@ -20,11 +24,14 @@ import (
 // stackFlags are the flags of the sandbox stack shared by selftest, checkin
 // and serve.
 type stackFlags struct {
-	stateDir     string
-	noEgress     bool
-	maxOpenFiles int
-	maxPtys      int
-	pool         int
+	stateDir       string
+	noEgress       bool
+	maxOpenFiles   int
+	maxPtys        int
+	pool           int
+	egressResolver string
+	egressDeny     listFlag
+	maxPolicy      int
 }
 
 func (s *stackFlags) register(fs *flag.FlagSet) {
@@ -34,6 +41,10 @@ func (s *stackFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&s.maxOpenFiles, "max-open-files", sandbox.DefaultMaxOpenFiles, "descriptor limit of every sandbox process (64..1048576)")
 	fs.IntVar(&s.maxPtys, "max-ptys", sandbox.DefaultMaxPtys, "pseudo-terminals one sandbox may hold (1..1024)")
 	fs.IntVar(&s.pool, "pool", -1, "sandboxes to keep started ahead in free slots, so a create answers at once (0..capacity; default: the capacity)")
+	fs.StringVar(&s.egressResolver, "egress-resolver", "",
+		"`IP:PORT` of the DNS server the egress guard asks (e.g. a public recursive resolver; default: the system's)")
+	fs.Var(&s.egressDeny, "egress-deny", "`PATTERN` every sandbox is refused, whatever its policy (repeatable; see docs/egress.md)")
+	fs.IntVar(&s.maxPolicy, "egress-max-policy", 0, fmt.Sprintf("most allow and deny entries one sandbox's egress policy may hold (default %d)", policy.DefaultMaxEntries))
 }
 
 // stackConfig is what newStack needs.
@@ -47,11 +58,25 @@ type stackConfig struct {
 	// secrets are values of the worker's (tokens) the self-test must never
 	// find inside a sandbox, beside the canary of its environment.
 	secrets []string
+	// egressResolver, egressDeny and maxPolicy configure the guard (see
+	// the flags); liveURLs are the Live URLs whose addresses the guard
+	// refuses as the host's, listeners the worker's own listening addresses
+	// it refuses as the proxy's.
+	egressResolver string
+	egressDeny     []string
+	maxPolicy      int
+	liveURLs       []string
+	listeners      []netip.Prefix
+	// metrics, when set, gets the proxy's families and the runtime's wipes.
+	metrics *metrics.Registry
+	onWipe  func(reason string, rep sandbox.WipeReport)
 }
 
 func (s *stackFlags) config(fc fileConfig, capacity int) stackConfig {
 	return stackConfig{capacity: capacity, stateDir: cmp.Or(s.stateDir, fc.StateDir), egress: !s.noEgress,
-		maxOpenFiles: s.maxOpenFiles, maxPtys: s.maxPtys, pool: s.pool}
+		maxOpenFiles: s.maxOpenFiles, maxPtys: s.maxPtys, pool: s.pool,
+		egressResolver: cmp.Or(s.egressResolver, fc.EgressResolver), egressDeny: append(slices.Clone(fc.EgressDeny), s.egressDeny...),
+		maxPolicy: cmp.Or(s.maxPolicy, fc.EgressMaxPolicy)}
 }
 
 // stack is the runtime, the egress proxy and the self-test of one worker.
@@ -59,6 +84,7 @@ type stack struct {
 	rt     *sandbox.Runtime
 	proxy  *egress.Proxy
 	guard  *egress.Guard
+	host   *egress.HostAddrs
 	tester *worker.SelfTester
 	bwrap  string
 	log    *slog.Logger
@@ -102,11 +128,17 @@ func newStack(cfg stackConfig, log *slog.Logger) (*stack, error) {
 	if err := checkDescriptorBudget(cfg.capacity); err != nil {
 		return nil, err
 	}
-	st := &stack{log: log, guard: egress.NewGuard(egress.GuardConfig{Resolver: net.DefaultResolver})}
+	guard, host, err := newGuard(cfg, log.With("component", "egress"))
+	if err != nil {
+		return nil, err
+	}
+	st := &stack{log: log, guard: guard, host: host}
 	var attacher sandbox.EgressAttacher
 	if cfg.egress {
-		p, err := egress.NewProxy(egress.ProxyConfig{Guard: st.guard, Logger: log.With("component", "egress")})
+		p, err := egress.NewProxy(egress.ProxyConfig{Guard: st.guard, Logger: log.With("component", "egress"),
+			Metrics: cfg.metrics, MaxPolicyEntries: cfg.maxPolicy})
 		if err != nil {
+			st.close()
 			return nil, fmt.Errorf("start egress proxy: %w", err)
 		}
 		st.proxy, attacher = p, p
@@ -115,7 +147,7 @@ func newStack(cfg stackConfig, log *slog.Logger) (*stack, error) {
 	rt, err := sandbox.NewRuntime(sandbox.Config{
 		Capacity: cfg.capacity, StateDir: stateDir, Egress: attacher, Logger: log.With("component", "sandbox"),
 		InitBinary: initBinary(log.With("component", "sandbox")), MaxOpenFiles: cfg.maxOpenFiles, MaxPtys: cfg.maxPtys,
-		SelfTestSlot: true, Pool: poolSize(cfg.pool, cfg.capacity), PoolEgress: cfg.egress,
+		SelfTestSlot: true, Pool: poolSize(cfg.pool, cfg.capacity), PoolEgress: cfg.egress, OnWipe: cfg.onWipe,
 	})
 	if err != nil {
 		st.close()
@@ -133,6 +165,26 @@ func newStack(cfg stackConfig, log *slog.Logger) (*stack, error) {
 		Secrets: append([]string{os.Getenv(canaryEnv)}, cfg.secrets...), MaxOpenFiles: cfg.maxOpenFiles,
 	})
 	return st, nil
+}
+
+// newGuard makes the egress guard of cfg: its resolver, the operator's deny
+// list, the proxy's listeners and the host's own addresses (every
+// interface, followed through netlink, and the Live URLs').
+func newGuard(cfg stackConfig, log *slog.Logger) (*egress.Guard, *egress.HostAddrs, error) {
+	resolver, err := egressResolver(cfg.egressResolver)
+	if err != nil {
+		return nil, nil, err
+	}
+	deny, err := policy.ParseRules("egress-deny", cfg.egressDeny, policy.Limits{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("--egress-deny: %w", err)
+	}
+	live := newLiveAddrs(cfg.liveURLs, net.DefaultResolver, log)
+	host, err := egress.NewHostAddrs(egress.HostAddrsConfig{Netlink: true, Extra: live.prefixes, Logger: log})
+	if err != nil {
+		return nil, nil, err
+	}
+	return egress.NewGuard(egress.GuardConfig{Resolver: resolver, Deny: deny, Self: cfg.listeners, Host: host}), host, nil
 }
 
 // writable reports whether the self-test can put a canary in dir (a home
@@ -157,6 +209,7 @@ func (st *stack) close() {
 			st.log.Error("close egress proxy", "err", err)
 		}
 	}
+	_ = st.host.Close()
 }
 
 // slots is the runtime's state for the report.
