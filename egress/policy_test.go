@@ -2,6 +2,7 @@ package egress
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -484,6 +486,48 @@ func TestProxyNamedHeaderInPieces(t *testing.T) {
 			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 			if err != nil || resp.StatusCode != tc.status {
 				t.Fatalf("got %v %v, want %d", resp, err, tc.status)
+			}
+		})
+	}
+}
+
+// splitRecords re-frames a one-record ClientHello into records of at most
+// n handshake bytes each.
+func splitRecords(hello []byte, n int) []byte {
+	body := hello[5:]
+	var out []byte
+	for len(body) > 0 {
+		k := min(n, len(body))
+		out = append(out, 22, 3, 1, byte(k>>8), byte(k))
+		out = append(out, body[:k]...)
+		body = body[k:]
+	}
+	return out
+}
+
+func TestReadClientHello(t *testing.T) {
+	hello := clientHello(t, "files.pythonhosted.org")
+	noSNI := clientHello(t, "")
+	for _, tc := range []struct {
+		name, sni string
+		in        []byte
+		err       bool
+	}{
+		{"OK", "files.pythonhosted.org", hello, false},
+		{"OKSplitAcrossRecords", "files.pythonhosted.org", splitRecords(hello, 3), false},
+		{"OKNoSNI", "", noSNI, false},
+		{"NotTLS", "", []byte("GET / HTTP/1.1\r\nHost: files.pythonhosted.org\r\n\r\n"), true},
+		{"Truncated", "", hello[:len(hello)/2], true},
+		{"NotAHello", "", []byte{22, 3, 3, 0, 4, 2, 0, 0, 0}, true},
+		{"Oversized", "", []byte{22, 3, 3, 0xff, 0xff}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			raw, sni, err := readClientHello(bytes.NewReader(append(slices.Clone(tc.in), "after"...)))
+			if (err != nil) != tc.err || sni != tc.sni {
+				t.Fatalf("readClientHello = %q %v, want %q (error %v)", sni, err, tc.sni, tc.err)
+			}
+			if !tc.err && !bytes.Equal(raw, tc.in) {
+				t.Fatalf("read %d bytes, want exactly the hello's %d", len(raw), len(tc.in))
 			}
 		})
 	}

@@ -24,24 +24,31 @@ var errNotHello = errors.New("not a TLS ClientHello")
 // reads nothing past the records it needs. Errors: errNotHello (wrapped)
 // for anything else, or the read error.
 func readClientHello(r io.Reader) (raw []byte, sni string, err error) {
-	var msg []byte // the handshake bytes, across records
-	raw = make([]byte, 0, 2048)
-	for {
+	var msg []byte // the handshake bytes: the first record's own, or copied across records
+	for records := 0; ; records++ {
 		var hdr [5]byte
 		if _, err := io.ReadFull(r, hdr[:]); err != nil {
 			return raw, "", err
 		}
-		raw = append(raw, hdr[:]...)
 		n := int(binary.BigEndian.Uint16(hdr[3:]))
-		if hdr[0] != 22 || hdr[1] != 3 || n == 0 || n > 1<<14+256 || len(raw)+n > maxHello {
-			return raw, "", fmt.Errorf("%w: record type %d, version %d.%d, length %d", errNotHello, hdr[0], hdr[1], hdr[2], n)
+		if hdr[0] != 22 || hdr[1] != 3 || n == 0 || n > 1<<14+256 || len(raw)+5+n > maxHello {
+			return append(raw, hdr[:]...), "", fmt.Errorf("%w: record type %d, version %d.%d, length %d", errNotHello, hdr[0], hdr[1], hdr[2], n)
 		}
-		start := len(raw)
-		raw = append(raw, make([]byte, n)...)
+		start := len(raw) + 5
+		if raw == nil {
+			raw = make([]byte, 5+n) // one allocation for the usual one-record hello
+		} else {
+			raw = append(raw, make([]byte, 5+n)...)
+		}
+		copy(raw[start-5:], hdr[:])
 		if _, err := io.ReadFull(r, raw[start:]); err != nil {
 			return raw, "", err
 		}
-		msg = append(msg, raw[start:]...)
+		if records == 0 {
+			msg = raw[start:]
+		} else {
+			msg = append(msg[:len(msg):len(msg)], raw[start:]...)
+		}
 		if len(msg) < 4 {
 			continue
 		}
