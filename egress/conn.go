@@ -52,9 +52,18 @@ const requestTimeout = 10 * time.Second
 // it sent is logged (not its bytes, not the parser's quote of them).
 func (p *Proxy) serve(a *attachment, c net.Conn) {
 	_ = c.SetReadDeadline(time.Now().Add(requestTimeout))
+	c, first, ok := p.takeOver(a, c)
+	if !ok {
+		return
+	}
+	defer a.untrack(c)
 	mc := &meter{Conn: c}
 	lr := &io.LimitedReader{R: mc, N: maxHeaderBytes}
-	br := bufio.NewReaderSize(lr, clientBuffer)
+	var src io.Reader = lr
+	if len(first) > 0 {
+		src = io.MultiReader(bytes.NewReader(first), lr)
+	}
+	br := bufio.NewReaderSize(src, clientBuffer)
 	req, host, err := readRequest(br, a.named)
 	lr.N = math.MaxInt64 // the header is read; the body is not bounded here
 	mc.idle = p.idleTimeout
@@ -76,6 +85,37 @@ func (p *Proxy) serve(a *attachment, c net.Conn) {
 	}
 	s := &session{p: p, a: a, c: mc, br: br, lr: lr}
 	s.run(req, host)
+}
+
+// takeOver reads the first byte of a sandbox's connection c. When the
+// in-sandbox bridge handed a client's connection over with it
+// (tunnel.Hand), the client is served directly (no byte of it then
+// crosses the bridge) and c, its carrier, is closed; else c is served,
+// the byte read first. A refused handoff is counted and logged as a bad
+// request; a connection closed before a byte is not. ok is false when
+// there is nothing to serve.
+func (p *Proxy) takeOver(a *attachment, c net.Conn) (served net.Conn, first []byte, ok bool) {
+	uc, isUnix := c.(*net.UnixConn)
+	if !isUnix {
+		return c, nil, true
+	}
+	handed, first, err := tunnel.Take(uc)
+	switch {
+	case errors.Is(err, tunnel.ErrHandoff):
+		p.finish(a, &record{sandbox: a.id, start: time.Now(), reason: ReasonBadRequest, detail: err.Error()})
+		return nil, nil, false
+	case err != nil:
+		return nil, nil, false
+	case handed == nil:
+		return c, first, true
+	}
+	a.untrack(c) // the carrier is done: it holds no descriptor of the worker's
+	if !a.track(handed) {
+		_ = handed.Close()
+		return nil, nil, false
+	}
+	_ = handed.SetReadDeadline(time.Now().Add(requestTimeout))
+	return handed, nil, true
 }
 
 // errNotHTTP is returned by readRequest for a connection that does not

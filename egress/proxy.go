@@ -259,7 +259,7 @@ func (p *Proxy) accept(a *attachment) {
 			defer a.wg.Done()
 			defer func() { <-a.sem }()
 			defer a.untrack(c)
-			p.serve(a, c)
+			p.serve(a, c) // a connection the bridge handed over on c holds c's token
 		}()
 	}
 }
