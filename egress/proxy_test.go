@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	dto "github.com/prometheus/client_model/go"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"openvibe.network/agentsandbox/internal/metrics"
@@ -397,17 +397,8 @@ func TestNewProxyErrors(t *testing.T) {
 func requestCounts(tb testing.TB, reg *metrics.Registry) map[string]float64 {
 	tb.Helper()
 	out := map[string]float64{}
-	for _, m := range families(tb, reg)[MetricRequests].GetMetric() {
-		var verdict, reason string
-		for _, l := range m.GetLabel() {
-			switch l.GetName() {
-			case "verdict":
-				verdict = l.GetValue()
-			case "reason":
-				reason = l.GetValue()
-			}
-		}
-		out[verdict+"/"+reason] = m.GetCounter().GetValue()
+	for _, m := range series(tb, reg, MetricRequests) {
+		out[m.labels["verdict"]+"/"+m.labels["reason"]] = m.value
 	}
 	return out
 }
@@ -429,8 +420,14 @@ func waitMetric(tb testing.TB, reg *metrics.Registry, n int) {
 	}
 }
 
-// families parses reg's exposition.
-func families(tb testing.TB, reg *metrics.Registry) map[string]*dto.MetricFamily {
+// sample is one series of a counter or gauge.
+type sample struct {
+	labels map[string]string
+	value  float64
+}
+
+// series parses reg's exposition and returns the series of name.
+func series(tb testing.TB, reg *metrics.Registry, name string) []sample {
 	tb.Helper()
 	var b bytes.Buffer
 	reg.WriteText(&b)
@@ -439,31 +436,28 @@ func families(tb testing.TB, reg *metrics.Registry) map[string]*dto.MetricFamily
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return fams
+	var out []sample
+	for _, m := range fams[name].GetMetric() {
+		s := sample{labels: map[string]string{}, value: m.GetGauge().GetValue()}
+		if m.GetCounter() != nil {
+			s.value = m.GetCounter().GetValue()
+		}
+		for _, l := range m.GetLabel() {
+			s.labels[l.GetName()] = l.GetValue()
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
 // metricValue is the value of the counter or gauge name with exactly these
 // labels in reg (0 when there is no such series).
 func metricValue(tb testing.TB, reg *metrics.Registry, name string, labels map[string]string) float64 {
 	tb.Helper()
-	f, ok := families(tb, reg)[name]
-	if !ok {
-		return 0
-	}
-series:
-	for _, m := range f.GetMetric() {
-		if len(m.GetLabel()) != len(labels) {
-			continue
+	for _, s := range series(tb, reg, name) {
+		if len(s.labels) == len(labels) && cmp.Equal(s.labels, labels, cmpopts.EquateEmpty()) {
+			return s.value
 		}
-		for _, l := range m.GetLabel() {
-			if labels[l.GetName()] != l.GetValue() {
-				continue series
-			}
-		}
-		if m.GetCounter() != nil {
-			return m.GetCounter().GetValue()
-		}
-		return m.GetGauge().GetValue()
 	}
 	return 0
 }
