@@ -240,7 +240,7 @@ func (p *Proxy) connect(a *attachment, c net.Conn, br *bufio.Reader, req *http.R
 		if !ok {
 			rec.reason, rec.detail, rec.status = ReasonSNI, detail, http.StatusForbidden
 			_ = c.SetWriteDeadline(time.Now().Add(answerTimeout))
-			_, _ = c.Write(alertAccessDenied)
+			_, _ = c.Write(alertAccessDenied())
 			return
 		}
 		first = hello

@@ -137,9 +137,10 @@ func (p *parser) err() error {
 	return nil
 }
 
-// alertAccessDenied is a fatal TLS access_denied alert, the answer to a
-// ClientHello the proxy refuses (the tunnel was already answered 200).
-var alertAccessDenied = []byte{21, 3, 3, 0, 2, 2, 49}
+// alertAccessDenied returns a fatal TLS access_denied alert record, the
+// answer to a ClientHello the proxy refuses (the tunnel was already
+// answered 200).
+func alertAccessDenied() []byte { return []byte{21, 3, 3, 0, 2, 2, 49} }
 
 // MatchSNI decides whether a TLS client's SNI fits the destination host it
 // asked the proxy for (canonical, lower case): for a name the SNI must be

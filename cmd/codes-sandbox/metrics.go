@@ -34,12 +34,17 @@ const (
 	metricCheckIns       = "codes_sandbox_checkins_total"
 )
 
-// Histogram bounds, in seconds: a create takes about a millisecond from the
-// pool and tens without it; an exec as long as its command.
-var (
-	createBounds = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5}
-	execBounds   = []float64{0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300}
-)
+// createBounds are the create histogram's bounds, in seconds: about a
+// millisecond from the pool, tens without it.
+func createBounds() []float64 {
+	return []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5}
+}
+
+// execBounds are the exec histogram's bounds, in seconds: an exec takes as
+// long as its command.
+func execBounds() []float64 {
+	return []float64{0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300}
+}
 
 // workerMetrics are the worker's own families (the proxy registers its
 // own on the same registry).
@@ -61,8 +66,8 @@ func newWorkerMetrics(reg *metrics.Registry) *workerMetrics {
 		created:      reg.NewCounterVec(metricCreated, "Sandboxes created through the API, by egress mode.", "egress"),
 		wiped:        reg.NewCounterVec(metricWiped, "Sandboxes wiped, by why they ended (deleted, time_box, memory, exited).", "reason"),
 		wipeFailures: reg.NewCounter(metricWipeFailures, "Wipes that could not verify that nothing of the sandbox is left (its slot stays out of use)."),
-		createTime:   reg.NewHistogramVec(metricCreateSeconds, "Time to create a sandbox through the API, by outcome.", createBounds, "outcome"),
-		execTime:     reg.NewHistogramVec(metricExecSeconds, "Time of a foreground exec through the API, command included, by outcome.", execBounds, "outcome"),
+		createTime:   reg.NewHistogramVec(metricCreateSeconds, "Time to create a sandbox through the API, by outcome.", createBounds(), "outcome"),
+		execTime:     reg.NewHistogramVec(metricExecSeconds, "Time of a foreground exec through the API, command included, by outcome.", execBounds(), "outcome"),
 		checkIns: reg.NewCounterVec(metricCheckIns,
 			"Check-ins by Live URL and outcome (accepted, refused_contract, unauthorized, refused, failed, no_answer).", "live", "outcome"),
 	}
