@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"openvibe.network/agentsandbox"
 )
 
 // Worker is a client of one sandbox worker's API (see docs/openapi.yaml).
@@ -187,6 +189,8 @@ type CreateOptions struct {
 	Env map[string]string `json:"env,omitempty"`
 	// Browser asks for a worker whose sandboxes run a headless browser.
 	Browser bool `json:"browser,omitempty"`
+	// Egress is what the sandbox may reach; nil takes the worker's default.
+	Egress *agentsandbox.EgressPolicy `json:"egress,omitempty"`
 }
 
 // Limits are the limits of a sandbox.
@@ -204,6 +208,8 @@ type Sandbox struct {
 	CreatedAt time.Time `json:"created_at"`
 	ExpiresAt time.Time `json:"expires_at"`
 	Limits    Limits    `json:"limits"`
+	// Egress is the policy the sandbox runs under.
+	Egress agentsandbox.EgressPolicy `json:"egress"`
 }
 
 // Create makes a sandbox. It fails with ErrCapacity when every slot is in

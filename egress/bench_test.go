@@ -2,6 +2,10 @@ package egress
 
 import (
 	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -9,6 +13,9 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"openvibe.network/agentsandbox"
+	"openvibe.network/agentsandbox/egress/policy"
 )
 
 // benchProxy is a proxy for benchmarks: no log, private metrics, "public"
@@ -21,7 +28,7 @@ func benchProxy(b *testing.B) *testProxy {
 
 // sink accepts connections on loopback and reads them to the end with a
 // large buffer; done gets the byte count of each connection.
-func sink(b *testing.B) (string, chan int64) {
+func sink(b testing.TB) (string, chan int64) {
 	b.Helper()
 	done := make(chan int64, 1)
 	addr := listenLoopback(b, func(c net.Conn) {
@@ -42,7 +49,7 @@ func sink(b *testing.B) (string, chan int64) {
 
 // push writes size bytes to c in 1 MiB writes, half-closes it and waits for
 // the sink to have read them all; it returns how long that took.
-func push(b *testing.B, c net.Conn, size int64, done chan int64) time.Duration {
+func push(b testing.TB, c net.Conn, size int64, done chan int64) time.Duration {
 	b.Helper()
 	buf := make([]byte, 1<<20)
 	start := time.Now()
@@ -58,6 +65,23 @@ func push(b *testing.B, c net.Conn, size int64, done chan int64) time.Duration {
 	return time.Since(start)
 }
 
+// connectVia opens a CONNECT tunnel to target through the proxy at
+// network/address.
+func connectVia(tb testing.TB, network, address, target string) net.Conn {
+	tb.Helper()
+	c, err := net.Dial(network, address)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	io.WriteString(c, "CONNECT "+target+" HTTP/1.1\r\nHost: "+target+"\r\n\r\n")
+	r := bufio.NewReaderSize(c, 128)
+	resp, err := http.ReadResponse(r, &http.Request{Method: http.MethodConnect})
+	if err != nil || resp.StatusCode != 200 || r.Buffered() != 0 {
+		tb.Fatalf("CONNECT %s via %s: %v %v", target, address, resp, err)
+	}
+	return c
+}
+
 // BenchmarkTunnelThroughput copies 64 MiB per iteration directly to a
 // loopback sink and the same through a CONNECT tunnel of the proxy (client
 // on the sandbox's unix socket), and through the in-sandbox bridge too;
@@ -68,19 +92,7 @@ func BenchmarkTunnelThroughput(b *testing.B) {
 	addr, done := sink(b)
 	tp.dial.set(netip.AddrPortFrom(publicV4, 443), addr)
 	br := startTestBridge(b, tp, false)
-	connect := func(network, address string) net.Conn {
-		c, err := net.Dial(network, address)
-		if err != nil {
-			b.Fatal(err)
-		}
-		io.WriteString(c, "CONNECT public.test:443 HTTP/1.1\r\nHost: public.test:443\r\n\r\n")
-		r := bufio.NewReaderSize(c, 128)
-		resp, err := http.ReadResponse(r, &http.Request{Method: http.MethodConnect})
-		if err != nil || resp.StatusCode != 200 || r.Buffered() != 0 {
-			b.Fatalf("CONNECT: %v %v", resp, err)
-		}
-		return c
-	}
+	connect := func(network, address string) net.Conn { return connectVia(b, network, address, "public.test:443") }
 	var direct, proxied, bridged time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -155,4 +167,88 @@ func BenchmarkHTTPAddedLatency(b *testing.B) {
 	b.ReportMetric(dp, "direct-p50-µs")
 	b.ReportMetric(pp, "proxy-p50-µs")
 	b.ReportMetric(pp-dp, "added-p50-µs")
+}
+
+// policy256 is an allow-list policy of 256 entries: names, wildcards and
+// literals, with the name the benchmarks ask for last.
+func policy256(tb testing.TB) *policy.Policy {
+	tb.Helper()
+	var allow []string
+	for i := 0; len(allow) < 255; i++ {
+		allow = append(allow, fmt.Sprintf("host%d.example.org", i), fmt.Sprintf("*.zone%d.example.net:443", i),
+			fmt.Sprintf("198.51.%d.%d", i/250, i%250+1))
+	}
+	allow = append(allow[:255], "public.test")
+	return compiled(tb, agentsandbox.EgressPolicy{Mode: agentsandbox.EgressAllow, Allow: allow, Deny: nil})
+}
+
+// BenchmarkGuardPolicy is the guard's cost per CONNECT decision (parse,
+// port, policy, one resolution by an in-memory resolver, classification),
+// public mode against allow mode with a 256-entry policy, interleaved; it
+// reports each and the difference.
+func BenchmarkGuardPolicy(b *testing.B) {
+	g := testGuard(newFakeResolver(map[string][][]netip.Addr{"public.test": {addrs("93.184.216.34")}}))
+	pol := policy256(b)
+	ctx := context.Background()
+	for _, p := range []*policy.Policy{nil, pol} {
+		if v := g.CheckPolicy(ctx, "public.test:443", p); !v.Allowed {
+			b.Fatalf("not allowed: %+v", v)
+		}
+	}
+	const batch = 1000
+	var public, allow []float64
+	b.ResetTimer()
+	type side struct {
+		p   *policy.Policy
+		out *[]float64
+	}
+	for i := 0; i < b.N; i += batch {
+		sides := []side{{nil, &public}, {pol, &allow}}
+		if i/batch%2 == 1 { // A,B then B,A: neither side always runs first
+			sides[0], sides[1] = sides[1], sides[0]
+		}
+		for _, side := range sides {
+			start := time.Now()
+			for range batch {
+				g.CheckPolicy(ctx, "public.test:443", side.p)
+			}
+			*side.out = append(*side.out, float64(time.Since(start).Nanoseconds())/batch)
+		}
+	}
+	b.StopTimer()
+	pm, am := median(public), median(allow)
+	b.ReportMetric(pm, "public-ns/check")
+	b.ReportMetric(am, "allow256-ns/check")
+	b.ReportMetric(am-pm, "added-ns/check")
+	b.ReportMetric(0, "ns/op")
+}
+
+// clientHello returns the first bytes a crypto/tls client sends for sni.
+func clientHello(tb testing.TB, sni string) []byte {
+	tb.Helper()
+	c1, c2 := net.Pipe()
+	defer c1.Close()
+	defer c2.Close()
+	go tls.Client(c1, &tls.Config{ServerName: sni, InsecureSkipVerify: true}).Handshake()
+	raw, got, err := readClientHello(c2)
+	if err != nil || got != sni {
+		tb.Fatalf("read hello: %q %v", got, err)
+	}
+	return raw
+}
+
+// BenchmarkSNIPeek is the cost of reading a tunnel's ClientHello (as
+// crypto/tls sends it, about 1.8 KiB with its post-quantum key share) and
+// finding its SNI.
+func BenchmarkSNIPeek(b *testing.B) {
+	hello := clientHello(b, "files.pythonhosted.org")
+	b.SetBytes(int64(len(hello)))
+	b.ReportAllocs()
+	r := bytes.NewReader(hello)
+	for b.Loop() {
+		r.Reset(hello)
+		if _, sni, err := readClientHello(r); err != nil || sni == "" {
+			b.Fatal(sni, err)
+		}
+	}
 }

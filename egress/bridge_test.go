@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -69,7 +70,7 @@ func TestBridgeForwardsAndIsReady(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != 403 || resp.Header.Get("X-Egress-Refused") != ReasonPrivate {
+	if resp.StatusCode != 403 || resp.Header.Get("X-Egress-Refused") != ReasonRefused {
 		t.Fatalf("private through the bridge: %d %q", resp.StatusCode, resp.Header.Get("X-Egress-Refused"))
 	}
 }
@@ -182,7 +183,7 @@ func TestTransparentHTTP(t *testing.T) {
 			if resp.StatusCode != tc.status || (tc.body != "" && string(body) != tc.body) {
 				t.Fatalf("got %d %q", resp.StatusCode, body)
 			}
-			if tc.status == 403 && resp.Header.Get("X-Egress-Refused") != ReasonPrivate {
+			if tc.status == 403 && resp.Header.Get("X-Egress-Refused") != ReasonRefused {
 				t.Fatalf("refusal reason %q", resp.Header.Get("X-Egress-Refused"))
 			}
 			c.Close() // the tunnel, and so its log line, ends with the client
@@ -231,5 +232,47 @@ func TestTransparentTLSPort(t *testing.T) {
 func TestBridgeSpeaksTheProxysReason(t *testing.T) {
 	if bridge.ReasonConnLimit != ReasonConnLimit {
 		t.Fatalf("bridge.ReasonConnLimit %q, egress.ReasonConnLimit %q", bridge.ReasonConnLimit, ReasonConnLimit)
+	}
+}
+
+// TestBridgeHandsOver: the bridge hands each proxy client's connection to
+// the proxy, which then serves the client's own TCP connection (no byte of
+// it crosses the bridge), and still counts it against the sandbox's limit.
+func TestBridgeHandsOver(t *testing.T) {
+	tp := newTestProxy(t, func(c *ProxyConfig) { c.MaxConns = 1 })
+	tp.serveEcho(t, publicV4, 443)
+	b := startTestBridge(t, tp, false)
+	c := connectVia(t, "tcp4", b.ProxyAddr(), "public.test:443")
+	defer c.Close()
+	io.WriteString(c, "echo\n")
+	if line, err := bufio.NewReader(c).ReadString('\n'); err != nil || line != "echo\n" {
+		t.Fatalf("through the handed-over tunnel: %q %v", line, err)
+	}
+	var kinds []string
+	for a := range tp.proxy.attached {
+		a.mu.Lock()
+		for conn := range a.conns {
+			if _, ok := conn.(*net.TCPConn); ok && conn.LocalAddr().String() == b.ProxyAddr() {
+				kinds = append(kinds, "client")
+			} else {
+				kinds = append(kinds, conn.LocalAddr().Network())
+			}
+		}
+		a.mu.Unlock()
+	}
+	slices.Sort(kinds)
+	if !slices.Equal(kinds, []string{"client", "tcp"}) {
+		t.Fatalf("the proxy holds %v, want the client's own connection and its upstream (no unix carrier)", kinds)
+	}
+	// The one connection the sandbox may have is taken: the next waits.
+	c2, err := net.Dial("tcp4", b.ProxyAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	io.WriteString(c2, "CONNECT public.test:443 HTTP/1.1\r\nHost: public.test:443\r\n\r\n")
+	c2.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	if _, err := c2.Read(make([]byte, 1)); err == nil {
+		t.Fatal("a second connection was served past the sandbox's limit of 1")
 	}
 }

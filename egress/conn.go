@@ -2,6 +2,7 @@ package egress
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -20,10 +21,16 @@ import (
 // status line and header of a response (net/http's default).
 const maxHeaderBytes = 1 << 20
 
+// clientBuffer is the size of the buffer a client's requests are read
+// through; a request header that must be seen whole before it is parsed
+// (to check its Host) has to fit in it.
+const clientBuffer = 16 << 10
+
 // answerTimeout bounds the write of a refusal to a client that does not read.
 const answerTimeout = 5 * time.Second
 
-// record is what the one log line of a connection says.
+// record is what the one log line of a decision (a CONNECT, or one HTTP
+// request) says.
 type record struct {
 	sandbox, method, target string
 	host                    string
@@ -39,17 +46,25 @@ type record struct {
 // client that sends nothing for that long is closed.
 const requestTimeout = 10 * time.Second
 
-// serve handles one connection of a sandbox: one request, then close. A
-// connection that is not a proxy request is closed at once, unanswered, and
-// nothing it sent is logged (not its bytes, not the parser's quote of
-// them).
+// serve handles one connection of a sandbox: a CONNECT (then a tunnel), or
+// HTTP requests in absolute form, kept alive (see session). A connection
+// that is not a proxy request is closed at once, unanswered, and nothing
+// it sent is logged (not its bytes, not the parser's quote of them).
 func (p *Proxy) serve(a *attachment, c net.Conn) {
-	rec := &record{sandbox: a.id, start: time.Now()}
 	_ = c.SetReadDeadline(time.Now().Add(requestTimeout))
+	c, first, ok := p.takeOver(a, c)
+	if !ok {
+		return
+	}
+	defer a.untrack(c)
 	mc := &meter{Conn: c}
 	lr := &io.LimitedReader{R: mc, N: maxHeaderBytes}
-	br := bufio.NewReader(lr)
-	req, err := readRequest(br)
+	var src io.Reader = lr
+	if len(first) > 0 {
+		src = io.MultiReader(bytes.NewReader(first), lr)
+	}
+	br := bufio.NewReaderSize(src, clientBuffer)
+	req, host, err := readRequest(br, a.named)
 	lr.N = math.MaxInt64 // the header is read; the body is not bounded here
 	mc.idle = p.idleTimeout
 	_ = c.SetReadDeadline(time.Time{})
@@ -57,19 +72,50 @@ func (p *Proxy) serve(a *attachment, c net.Conn) {
 		return // closed before a byte: a probe, not a request
 	}
 	if err != nil {
-		rec.reason, rec.detail = ReasonBadRequest, "not an HTTP proxy request"
+		p.finish(a, &record{sandbox: a.id, start: time.Now(), reason: ReasonBadRequest, detail: "not an HTTP proxy request"})
+		return
+	}
+	if req.Method == http.MethodConnect {
+		rec := &record{sandbox: a.id, start: time.Now(), method: req.Method}
+		p.metrics.active.Inc()
+		p.connect(a, c, br, req, rec)
+		p.metrics.active.Dec()
 		p.finish(a, rec)
 		return
 	}
-	rec.method = req.Method
-	p.metrics.active.Inc()
-	if req.Method == http.MethodConnect {
-		p.connect(a, c, br, req, rec)
-	} else {
-		p.forward(a, mc, req, rec)
+	s := &session{p: p, a: a, c: mc, br: br, lr: lr}
+	s.run(req, host)
+}
+
+// takeOver reads the first byte of a sandbox's connection c. When the
+// in-sandbox bridge handed a client's connection over with it
+// (tunnel.Hand), the client is served directly (no byte of it then
+// crosses the bridge) and c, its carrier, is closed; else c is served,
+// the byte read first. A refused handoff is counted and logged as a bad
+// request; a connection closed before a byte is not. ok is false when
+// there is nothing to serve.
+func (p *Proxy) takeOver(a *attachment, c net.Conn) (served net.Conn, first []byte, ok bool) {
+	uc, isUnix := c.(*net.UnixConn)
+	if !isUnix {
+		return c, nil, true
 	}
-	p.metrics.active.Dec()
-	p.finish(a, rec)
+	handed, first, err := tunnel.Take(uc)
+	switch {
+	case errors.Is(err, tunnel.ErrHandoff):
+		p.finish(a, &record{sandbox: a.id, start: time.Now(), reason: ReasonBadRequest, detail: err.Error()})
+		return nil, nil, false
+	case err != nil:
+		return nil, nil, false
+	case handed == nil:
+		return c, first, true
+	}
+	a.untrack(c) // the carrier is done: it holds no descriptor of the worker's
+	if !a.track(handed) {
+		_ = handed.Close()
+		return nil, nil, false
+	}
+	_ = handed.SetReadDeadline(time.Now().Add(requestTimeout))
+	return handed, nil, true
 }
 
 // errNotHTTP is returned by readRequest for a connection that does not
@@ -79,43 +125,128 @@ var errNotHTTP = errors.New("not an HTTP request")
 // maxMethod bounds the method token readRequest looks at.
 const maxMethod = 16
 
+// hostHeader is a request's Host header as the client sent it, which
+// http.ReadRequest does not keep.
+type hostHeader struct {
+	value   string
+	present bool
+}
+
 // readRequest reads a request, giving up at once on a connection that does
 // not start like one (an upper-case method, then a space): binary data is
-// refused at its first bytes instead of being read up to a line end.
-func readRequest(br *bufio.Reader) (*http.Request, error) {
+// refused at its first bytes instead of being read up to a line end. With
+// withHost, the header block is looked at first, for the Host header; a
+// header block larger than the buffer is then refused.
+func readRequest(br *bufio.Reader, withHost bool) (*http.Request, hostHeader, error) {
 	for i := 0; ; i++ {
 		b, err := br.Peek(i + 1)
 		if err != nil {
 			if i == 0 {
-				return nil, err
+				return nil, hostHeader{}, err
 			}
-			return nil, errNotHTTP
+			return nil, hostHeader{}, errNotHTTP
 		}
 		c := b[i]
 		if i > 0 && c == ' ' {
 			break
 		}
 		if c < 'A' || c > 'Z' || i == maxMethod {
-			return nil, errNotHTTP
+			return nil, hostHeader{}, errNotHTTP
 		}
 	}
-	return http.ReadRequest(br)
+	var h hostHeader
+	if withHost {
+		block, err := peekHeader(br)
+		if err != nil {
+			return nil, hostHeader{}, err
+		}
+		h = findHost(block)
+	}
+	req, err := http.ReadRequest(br)
+	return req, h, err
 }
 
-// connect answers a CONNECT: check, dial, 200, then a tunnel.
+// peekHeader returns the header block waiting in br (up to its blank
+// line) without consuming it. Errors: it does not fit in br, or the read
+// error.
+func peekHeader(br *bufio.Reader) ([]byte, error) {
+	for {
+		b, _ := br.Peek(br.Buffered())
+		if end := bytes.Index(b, []byte("\r\n\r\n")); end >= 0 {
+			return b[:end+2], nil
+		}
+		if end := bytes.Index(b, []byte("\n\n")); end >= 0 {
+			return b[:end+1], nil
+		}
+		if len(b) == br.Size() {
+			return nil, errors.New("request header larger than the proxy's buffer")
+		}
+		if _, err := br.Peek(len(b) + 1); err != nil { // wait for more
+			return nil, err
+		}
+	}
+}
+
+// findHost returns the Host header of a raw header block.
+func findHost(block []byte) hostHeader {
+	lines := strings.Split(string(block), "\n")
+	for _, l := range lines[1:] { // the first is the request line
+		k, v, ok := strings.Cut(strings.TrimSuffix(l, "\r"), ":")
+		if ok && strings.EqualFold(k, "Host") {
+			return hostHeader{value: strings.TrimSpace(v), present: true}
+		}
+	}
+	return hostHeader{}
+}
+
+// connect answers a CONNECT: check, dial, 200, then a tunnel. When the
+// sandbox's destinations are decided by name, the tunnel's first bytes
+// must name the same destination: on port 80 every request in the tunnel
+// is read and its Host checked (see session), on any other port the TLS
+// ClientHello's SNI must be the name (see MatchSNI); a mismatch ends the
+// tunnel with a TLS alert.
 func (p *Proxy) connect(a *attachment, c net.Conn, br *bufio.Reader, req *http.Request, rec *record) {
-	up, ok := p.open(a, c, req.RequestURI, rec)
+	up, v, ok := p.open(a, c, req.RequestURI, rec)
 	if !ok {
 		return
 	}
-	defer a.untrack(up)
 	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection Established\r\n\r\n"); err != nil {
+		a.untrack(up)
 		return
 	}
 	rec.status = http.StatusOK
+	if a.named && v.Port == 80 {
+		s := &session{p: p, a: a, c: &meter{Conn: c, idle: p.idleTimeout}, br: br, fixed: &v,
+			up: newUpstream(req.RequestURI, v, rec.address, up, p.idleTimeout)}
+		s.runTunnel() // each request is logged and counted, bytes included
+		s.up.close(a)
+		return
+	}
+	defer a.untrack(up)
+	var first []byte
 	if n := br.Buffered(); n > 0 {
-		b, _ := br.Peek(n)
-		w, err := up.Write(b)
+		first, _ = br.Peek(n)
+	}
+	if a.named {
+		_ = c.SetReadDeadline(time.Now().Add(requestTimeout))
+		early := bytes.NewReader(first)
+		hello, sni, err := readClientHello(io.MultiReader(early, c))
+		_ = c.SetReadDeadline(time.Time{})
+		hello = append(hello, first[len(first)-early.Len():]...) // early data after the hello
+		ok, detail := MatchSNI(v.Host, sni)
+		if err != nil {
+			ok, detail = false, "reading the TLS ClientHello: "+err.Error()
+		}
+		if !ok {
+			rec.reason, rec.detail, rec.status = ReasonSNI, detail, http.StatusForbidden
+			_ = c.SetWriteDeadline(time.Now().Add(answerTimeout))
+			_, _ = c.Write(alertAccessDenied())
+			return
+		}
+		first = hello
+	}
+	if len(first) > 0 {
+		w, err := up.Write(first)
 		rec.up += int64(w)
 		if err != nil {
 			return
@@ -126,17 +257,17 @@ func (p *Proxy) connect(a *attachment, c net.Conn, br *bufio.Reader, req *http.R
 	rec.down += downBytes
 }
 
-// open checks target ("host:port") and dials the checked address; when it
-// cannot, it answers the client and returns false.
-func (p *Proxy) open(a *attachment, c net.Conn, target string, rec *record) (net.Conn, bool) {
+// open checks target ("host:port") under the sandbox's policy and dials the
+// checked address; when it cannot, it answers the client and returns false.
+func (p *Proxy) open(a *attachment, c net.Conn, target string, rec *record) (net.Conn, Verdict, bool) {
 	rec.target = target
 	ctx, cancel := context.WithTimeout(a.ctx, p.dialTimeout)
 	defer cancel()
-	v := p.guard.Check(ctx, target)
+	v := p.guard.CheckPolicy(ctx, target, a.policy)
 	rec.host, rec.port = v.Host, v.Port
 	if !v.Allowed {
 		p.answer(c, rec, v.Reason, v.Detail)
-		return nil, false
+		return nil, v, false
 	}
 	up, addr, err := p.guard.dialVerdict(ctx, v, p.dial)
 	rec.address = addr
@@ -150,20 +281,32 @@ func (p *Proxy) open(a *attachment, c net.Conn, target string, rec *record) (net
 			reason = ReasonDialTimeout
 		}
 		p.answer(c, rec, reason, err.Error())
-		return nil, false
+		return nil, v, false
 	}
 	if !a.track(up) {
 		_ = up.Close()
-		return nil, false
+		return nil, v, false
 	}
 	rec.reason = ReasonOK
-	return up, true
+	return up, v, true
 }
 
-// statusFor maps a reason to the status of the proxy's answer.
-func statusFor(reason string) int {
+// wireReason is the reason the sandbox is told for reason: those that
+// would say what a destination's addresses are become ReasonRefused (see
+// there).
+func wireReason(reason string) string {
 	switch reason {
-	case ReasonResolve, ReasonDialFailed, ReasonUpstream:
+	case ReasonPrivate, ReasonHostSelf, ReasonSelf, ReasonResolve:
+		return ReasonRefused
+	}
+	return reason
+}
+
+// statusFor maps a reason the sandbox is told to the status of the proxy's
+// answer.
+func statusFor(wire string) int {
+	switch wire {
+	case ReasonDialFailed, ReasonUpstream:
 		return http.StatusBadGateway
 	case ReasonDialTimeout:
 		return http.StatusGatewayTimeout
@@ -179,27 +322,31 @@ func statusFor(reason string) int {
 // verdictOf names the outcome of a reason for logs and metrics: allowed,
 // refused (by policy) or failed (the destination could not be reached).
 func verdictOf(reason string) string {
-	switch statusFor(reason) {
-	case http.StatusBadGateway, http.StatusGatewayTimeout:
-		return "failed"
-	}
-	if reason == ReasonOK {
+	switch reason {
+	case ReasonOK:
 		return "allowed"
+	case ReasonResolve, ReasonDialFailed, ReasonDialTimeout, ReasonUpstream:
+		return "failed"
 	}
 	return "refused"
 }
 
-// answer writes the proxy's own answer for reason: the status of statusFor,
-// the reason in X-Egress-Refused, and a short body. The detail is logged,
-// never sent (it may name internal addresses).
+// answer writes the proxy's own answer for reason: the wire reason (see
+// wireReason) in X-Egress-Refused, its status, and a short body. The
+// precise reason and the detail are logged, never sent (they may say what
+// a name resolves to, or name internal addresses).
 func (p *Proxy) answer(c net.Conn, rec *record, reason, detail string) {
 	rec.reason, rec.detail = reason, detail
-	rec.status = statusFor(reason)
-	body := fmt.Sprintf("egress %s: %s (%q)\n", verdictOf(reason), reason, clip(rec.target))
+	wire := wireReason(reason)
+	rec.status = statusFor(wire)
+	body := fmt.Sprintf("egress %s: %s (%q)\n", verdictOf(wire), wire, clip(rec.target))
+	if wire == ReasonRefused {
+		body = fmt.Sprintf("egress refused (%q): not a public destination this sandbox may reach\n", clip(rec.target))
+	}
 	_ = c.SetWriteDeadline(time.Now().Add(answerTimeout))
 	_, _ = fmt.Fprintf(c, "HTTP/1.1 %d %s\r\nX-Egress-Refused: %s\r\nContent-Type: text/plain; charset=utf-8\r\n"+
 		"Content-Length: %d\r\nConnection: close\r\n\r\n%s",
-		rec.status, http.StatusText(rec.status), reason, len(body), body)
+		rec.status, http.StatusText(rec.status), wire, len(body), body)
 }
 
 // meter counts the bytes through a conn and refreshes its idle deadline at

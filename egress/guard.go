@@ -19,6 +19,7 @@ import (
 	"strings"
 
 	"openvibe.network/agentsandbox"
+	"openvibe.network/agentsandbox/egress/policy"
 )
 
 // Reasons of a Verdict, and of the proxy's answers. They are stable: logs,
@@ -30,6 +31,10 @@ const (
 	ReasonNotCanonical = "not-canonical-host" // host is not in canonical form
 	ReasonPrivate      = "private-address"    // an address is not public
 	ReasonSelf         = "proxy-self"         // an address is the proxy's own
+	ReasonHostSelf     = "host-self"          // an address is the host's own
+	ReasonPolicy       = "policy-denied"      // the sandbox's policy refuses the name
+	ReasonSNI          = "sni-mismatch"       // the TLS SNI is absent or not the checked name
+	ReasonHostHeader   = "host-mismatch"      // the Host header is not the checked name
 	ReasonResolve      = "resolve-failed"     // the name did not resolve
 	ReasonDialFailed   = "dial-failed"        // the checked address refused
 	ReasonDialTimeout  = "dial-timeout"       // the checked address did not answer
@@ -37,6 +42,14 @@ const (
 	ReasonConnLimit    = "conn-limit"         // sandbox has too many connections
 	ReasonUpstream     = "upstream-failed"    // the upstream answer was broken
 )
+
+// ReasonRefused is what the sandbox is told instead of the reasons that
+// would say what a destination's addresses are (ReasonPrivate,
+// ReasonHostSelf, ReasonSelf by address, ReasonResolve): a name that
+// exists but is private and one that does not exist get the same answer,
+// so the proxy is no oracle on the host's DNS. Logs and metrics keep the
+// precise reason.
+const ReasonRefused = "refused"
 
 // Resolver resolves a name to addresses; *net.Resolver implements it.
 type Resolver interface {
@@ -51,9 +64,18 @@ type GuardConfig struct {
 	// Resolver resolves names, once per check. Nil: names are refused with
 	// ReasonResolve (only literals pass); production passes net.DefaultResolver.
 	Resolver Resolver
-	// Self are the proxy's own addresses (the worker's interfaces, see
-	// InterfacePrefixes); a destination inside them is refused with ReasonSelf.
+	// Self are the proxy's own addresses (the worker's listeners); a
+	// destination inside them is refused with ReasonSelf.
 	Self []netip.Prefix
+	// Host holds the host's own addresses (every interface's, refreshed as
+	// they change, and those of the Live URLs the worker checks in with); a
+	// destination among them is refused with ReasonHostSelf. Nil: none
+	// (production passes one, see NewHostAddrs).
+	Host *HostAddrs
+	// Deny is the operator's deny list, which every sandbox inherits
+	// whatever its own policy (see policy.ParseRules); a match is refused
+	// with ReasonPolicy before any lookup.
+	Deny policy.Rules
 }
 
 // Guard decides whether a destination may be reached. It is immutable and
@@ -62,6 +84,8 @@ type Guard struct {
 	ports    []uint16
 	resolver Resolver
 	self     []netip.Prefix
+	host     *HostAddrs
+	deny     policy.Rules
 }
 
 // Verdict is the guard's decision on one destination.
@@ -85,43 +109,69 @@ func NewGuard(cfg GuardConfig) *Guard {
 	if len(ports) == 0 {
 		ports = agentsandbox.EgressPorts()
 	}
-	return &Guard{ports: ports, resolver: cfg.Resolver, self: slices.Clone(cfg.Self)}
+	return &Guard{ports: ports, resolver: cfg.Resolver, self: slices.Clone(cfg.Self), host: cfg.Host, deny: cfg.Deny}
+}
+
+// Ports are the allowed destination ports. The slice is the caller's own.
+func (g *Guard) Ports() []uint16 { return slices.Clone(g.ports) }
+
+// Named reports whether destinations of a sandbox with policy pol (nil:
+// public) are decided by name: its policy names some, or the operator's
+// deny list does. Then what a client says it reaches must be the checked
+// name (see MatchSNI and the proxy's Host check).
+func (g *Guard) Named(pol *policy.Policy) bool {
+	return g.deny.Len() > 0 || pol != nil && pol.Named()
 }
 
 func refuse(reason, format string, args ...any) Verdict {
 	return Verdict{Reason: reason, Detail: fmt.Sprintf(format, args...)}
 }
 
-// Check decides on hostport ("host:port", "[v6]:port"): the port must be
-// allowed, the host canonical, and every address of the host (the literal,
-// or every answer of one resolution) public and not the proxy's own. It never
-// connects; it resolves at most once, and only after the port passed.
+// Check decides on hostport ("host:port", "[v6]:port") for a sandbox in
+// public mode: see CheckPolicy.
 func (g *Guard) Check(ctx context.Context, hostport string) Verdict {
+	return g.CheckPolicy(ctx, hostport, nil)
+}
+
+// CheckPolicy decides on hostport for a sandbox whose policy is pol (nil:
+// public mode). In order: the host must be canonical and the port allowed;
+// the operator's deny list and pol must let the name (or literal) through,
+// asked before any lookup, so a refused name never reaches a resolver;
+// then the name is resolved once, and every address (the literal, or every
+// answer) must be public and neither the proxy's nor the host's own. It
+// never connects.
+func (g *Guard) CheckPolicy(ctx context.Context, hostport string, pol *policy.Policy) Verdict {
 	host, port, v := splitHostPort(hostport)
 	if v.Reason != "" {
 		return v
 	}
-	return g.CheckHost(ctx, host, port)
+	return g.CheckHost(ctx, host, port, pol)
 }
 
-// CheckHost is Check for a host and a port given apart (host without
+// CheckHost is CheckPolicy for a host and a port given apart (host without
 // brackets). Names are compared and resolved in lower case.
-func (g *Guard) CheckHost(ctx context.Context, host string, port uint16) Verdict {
+func (g *Guard) CheckHost(ctx context.Context, host string, port uint16, pol *policy.Policy) Verdict {
 	host = strings.ToLower(host)
-	if !slices.Contains(g.ports, port) {
-		v := refuse(ReasonPort, "port %d is not in %v", port, g.ports)
-		v.Host, v.Port = host, port
-		return v
-	}
-	v := g.checkHost(ctx, host)
+	v := g.checkHost(ctx, host, port, pol)
 	v.Host, v.Port = host, port
 	return v
 }
 
-func (g *Guard) checkHost(ctx context.Context, host string) Verdict {
+func (g *Guard) checkHost(ctx context.Context, host string, port uint16, pol *policy.Policy) Verdict {
 	literal, isLiteral, v := parseHost(host)
 	if v.Reason != "" {
 		return v
+	}
+	if !slices.Contains(g.ports, port) {
+		return refuse(ReasonPort, "port %d is not in %v", port, g.ports)
+	}
+	if pat, denied := g.deny.Match(host, port); denied {
+		return refuse(ReasonPolicy, "%s:%d matches the worker's deny entry %q", host, port, pat)
+	}
+	if pol != nil {
+		if ok, detail := pol.Decide(host, port); !ok {
+			return refuse(ReasonPolicy, "%s", detail)
+		}
 	}
 	addrs := []netip.Addr{literal}
 	if !isLiteral {
@@ -140,13 +190,18 @@ func (g *Guard) checkHost(ctx context.Context, host string) Verdict {
 }
 
 // CheckAddr classifies one address: refused when it is the proxy's own
-// (ReasonSelf) or not public (ReasonPrivate, the class in Detail).
+// (ReasonSelf), the host's own (ReasonHostSelf) or not public
+// (ReasonPrivate, the class in Detail).
 func (g *Guard) CheckAddr(a netip.Addr) Verdict {
 	for _, p := range g.self {
 		if p.Contains(a) || p.Contains(a.Unmap()) {
 			return Verdict{Reason: ReasonSelf, Detail: a.String() + " is the proxy's own address",
 				Addresses: []netip.Addr{a}}
 		}
+	}
+	if g.host.Contains(a) || g.host.Contains(a.Unmap()) {
+		return Verdict{Reason: ReasonHostSelf, Detail: a.String() + " is the host's own address",
+			Addresses: []netip.Addr{a}}
 	}
 	if class := classify(a); class != "" {
 		return Verdict{Reason: ReasonPrivate, Detail: a.String() + " is " + class, Addresses: []netip.Addr{a}}
@@ -198,26 +253,4 @@ func parsePort(s string) (uint16, Verdict) {
 		return 0, refuse(ReasonBadPort, "port %q is not canonical decimal 1-65535", s)
 	}
 	return uint16(n), Verdict{}
-}
-
-// InterfacePrefixes returns every address of this machine's interfaces as a
-// single-address prefix, for GuardConfig.Self. Errors: the interface
-// addresses cannot be listed.
-func InterfacePrefixes() ([]netip.Prefix, error) {
-	as, err := net.InterfaceAddrs()
-	if err != nil {
-		return nil, fmt.Errorf("interface addresses: %w", err)
-	}
-	var out []netip.Prefix
-	for _, a := range as {
-		ipn, ok := a.(*net.IPNet)
-		if !ok {
-			continue
-		}
-		if addr, ok := netip.AddrFromSlice(ipn.IP); ok {
-			addr = addr.Unmap()
-			out = append(out, netip.PrefixFrom(addr, addr.BitLen()))
-		}
-	}
-	return out, nil
 }

@@ -81,6 +81,12 @@ type testProxy struct {
 
 func newTestProxy(tb testing.TB, mod func(*ProxyConfig)) *testProxy {
 	tb.Helper()
+	return newPolicyProxy(tb, mod, AttachOptions{})
+}
+
+// newPolicyProxy is newTestProxy for a sandbox attached with opts.
+func newPolicyProxy(tb testing.TB, mod func(*ProxyConfig), opts AttachOptions) *testProxy {
+	tb.Helper()
 	tp := &testProxy{
 		dial:     &dialMap{to: map[netip.AddrPort]string{}},
 		resolver: testResolver(),
@@ -101,7 +107,7 @@ func newTestProxy(tb testing.TB, mod func(*ProxyConfig)) *testProxy {
 		tb.Fatal(err)
 	}
 	tp.proxy = p
-	sock, detach, err := p.Attach(context.Background(), "sbx-test", filepath.Join(tb.TempDir(), "egress.sock"), os.Getuid())
+	sock, detach, err := p.Attach(context.Background(), "sbx-test", filepath.Join(tb.TempDir(), "egress.sock"), os.Getuid(), opts)
 	if err != nil {
 		tb.Fatal(err)
 	}

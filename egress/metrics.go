@@ -13,30 +13,45 @@ import (
 
 // proxyMetrics are the proxy's metric families.
 type proxyMetrics struct {
-	conns    *metrics.CounterVec
+	requests *metrics.CounterVec
 	bytes    *metrics.CounterVec
 	active   *metrics.Gauge
-	attached *metrics.Gauge
+	attached *metrics.GaugeVec
 }
+
+// Metric names of the proxy.
+const (
+	MetricRequests = "codes_sandbox_egress_requests_total"
+	MetricBytes    = "codes_sandbox_egress_bytes_total"
+	MetricActive   = "codes_sandbox_egress_active_requests"
+	MetricAttached = "codes_sandbox_egress_attached_sandboxes"
+)
 
 func newProxyMetrics(reg *metrics.Registry) *proxyMetrics {
 	return &proxyMetrics{
-		conns: reg.NewCounterVec("egress_connections_total",
-			"Proxied connections by verdict (allowed, refused, failed) and reason.", "verdict", "reason"),
-		bytes:    reg.NewCounterVec("egress_bytes_total", "Bytes through the proxy, up (sandbox to destination) and down.", "direction"),
-		active:   reg.NewGauge("egress_active_connections", "Connections being proxied now."),
-		attached: reg.NewGauge("egress_attached_sandboxes", "Sandboxes with a proxy socket."),
+		requests: reg.NewCounterVec(MetricRequests,
+			"Proxied requests (a CONNECT, or one HTTP request) by verdict (allowed, refused, failed) and precise reason.",
+			"verdict", "reason"),
+		bytes: reg.NewCounterVec(MetricBytes,
+			"Bytes through the proxy, up (sandbox to destination) and down, by the verdict and reason of their request.",
+			"direction", "verdict", "reason"),
+		active:   reg.NewGauge(MetricActive, "Requests being proxied now (a tunnel counts until it ends)."),
+		attached: reg.NewGaugeVec(MetricAttached, "Sandboxes with a proxy socket, by egress mode.", "mode"),
 	}
 }
 
-// finish counts a connection and writes its one log line, unless the
+// finish counts a decision and writes its one log line, unless the
 // sandbox's log budget is spent (see logLimiter): then the line is counted
 // in the next summary instead.
 func (p *Proxy) finish(a *attachment, rec *record) {
 	verdict := verdictOf(rec.reason)
-	p.metrics.conns.With(verdict, rec.reason).Inc()
-	p.metrics.bytes.With("up").Add(float64(rec.up))
-	p.metrics.bytes.With("down").Add(float64(rec.down))
+	p.metrics.requests.With(verdict, rec.reason).Inc()
+	if rec.up > 0 {
+		p.metrics.bytes.With("up", verdict, rec.reason).Add(float64(rec.up))
+	}
+	if rec.down > 0 {
+		p.metrics.bytes.With("down", verdict, rec.reason).Add(float64(rec.down))
+	}
 	ok, suppressed := a.logs.allow(verdict + "/" + rec.reason)
 	if len(suppressed) > 0 {
 		p.logSuppressed(a.id, suppressed)
@@ -54,6 +69,7 @@ func (p *Proxy) finish(a *attachment, rec *record) {
 	}
 	p.log.LogAttrs(context.Background(), level, "egress",
 		slog.String("sandbox", rec.sandbox),
+		slog.String("policy", a.mode),
 		slog.String("method", rec.method),
 		slog.String("target", clip(rec.target)),
 		slog.String("host", rec.host),

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"openvibe.network/agentsandbox"
+	"openvibe.network/agentsandbox/egress/policy"
 	"openvibe.network/agentsandbox/internal/metrics"
 	"openvibe.network/agentsandbox/internal/unixsock"
 )
@@ -54,7 +56,15 @@ type ProxyConfig struct {
 	// DialTimeout bounds the resolution and the dial of one destination
 	// (default DefaultDialTimeout); a dial that runs out is answered 504.
 	DialTimeout time.Duration
+	// MaxPolicyEntries bounds the allow and deny entries of one sandbox's
+	// policy (default policy.DefaultMaxEntries).
+	MaxPolicyEntries int
 }
+
+// AttachOptions are the settings of one sandbox's attachment: its Policy
+// (the zero value: public mode; mode none is refused, since a sandbox
+// without egress is not attached at all).
+type AttachOptions = agentsandbox.EgressAttachOptions
 
 // Proxy is the egress proxy: HTTP absolute-form and CONNECT, served on one
 // unix socket per attached sandbox. It is safe for concurrent use.
@@ -67,6 +77,7 @@ type Proxy struct {
 	maxConns    int
 	idleTimeout time.Duration
 	dialTimeout time.Duration
+	limits      policy.Limits
 
 	mu       sync.Mutex
 	closed   bool
@@ -87,6 +98,7 @@ func NewProxy(cfg ProxyConfig) (*Proxy, error) {
 		now:         cfg.Now,
 		idleTimeout: cfg.IdleTimeout,
 		dialTimeout: cfg.DialTimeout,
+		limits:      policy.Limits{Ports: cfg.Guard.Ports(), MaxEntries: cfg.MaxPolicyEntries},
 		attached:    map[*attachment]struct{}{},
 	}
 	if p.dial == nil {
@@ -125,25 +137,59 @@ type attachment struct {
 	wg     sync.WaitGroup
 	once   sync.Once
 	logs   *logLimiter
+	// policy is the sandbox's own (nil: public mode with no rules); named
+	// says whether its destinations are decided by name (see Guard.Named).
+	policy *policy.Policy
+	named  bool
+	mode   string
 
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
 }
 
-// Attach serves the proxy for sandbox id on a new unix socket that only uid
-// may connect to. The socket is bound at tempPath (in a directory only root
-// can write) just long enough to take an O_PATH descriptor of it, which is
-// returned: the sandbox connects through that descriptor (its init holds a
-// copy at /proc/self/fd/N), and no name on disk leads to the socket. The
-// caller closes sock once it has handed it on. At most MaxConns connections
-// of the sandbox are accepted at a time; more wait in a queue of MaxConns
-// and, past it, are refused by the kernel, so a sandbox can never make the
-// worker hold more descriptors than that. ctx bounds only the setup; the
-// socket lives until detach (idempotent), which closes the listener and
-// every connection of the sandbox. Errors: ErrClosed, or the socket could
-// not be made.
-func (p *Proxy) Attach(ctx context.Context, id, tempPath string, uid int) (sock *os.File, detach func(), err error) {
+// CheckPolicy validates a sandbox's policy against this proxy's ports and
+// size limit, as Attach will. Errors: *policy.Error, saying what to fix.
+func (p *Proxy) CheckPolicy(pol agentsandbox.EgressPolicy) (agentsandbox.EgressPolicy, error) {
+	c, err := p.compile(pol)
+	if err != nil {
+		return agentsandbox.EgressPolicy{}, err
+	}
+	if c == nil {
+		return agentsandbox.EgressPolicy{Mode: agentsandbox.EgressPublic}, nil
+	}
+	return c.Spec(), nil
+}
+
+// compile compiles pol; nil for public mode with no rules (the fast path).
+func (p *Proxy) compile(pol agentsandbox.EgressPolicy) (*policy.Policy, error) {
+	if pol.IsDefault() {
+		return nil, nil
+	}
+	return policy.Compile(pol, p.limits)
+}
+
+// Attach serves the proxy for sandbox id, under opts.Policy, on a new unix
+// socket that only uid may connect to. The socket is bound at tempPath (in a
+// directory only root can write) just long enough to take an O_PATH
+// descriptor of it, which is returned: the sandbox connects through that
+// descriptor (its init holds a copy at /proc/self/fd/N), and no name on
+// disk leads to the socket. The caller closes sock once it has handed it
+// on. At most MaxConns connections of the sandbox are accepted at a time;
+// more wait in a queue of MaxConns and, past it, are refused by the
+// kernel, so a sandbox can never make the worker hold more descriptors
+// than that. ctx bounds only the setup; the socket lives until detach
+// (idempotent), which closes the listener and every connection of the
+// sandbox. Errors: ErrClosed; an invalid policy or mode none
+// (*policy.Error); or the socket could not be made.
+func (p *Proxy) Attach(ctx context.Context, id, tempPath string, uid int, opts AttachOptions) (sock *os.File, detach func(), err error) {
 	if err := ctx.Err(); err != nil {
+		return nil, nil, fmt.Errorf("attach %s: %w", id, err)
+	}
+	pol, err := p.compile(opts.Policy)
+	if err == nil && pol != nil && pol.Mode() == agentsandbox.EgressNone {
+		err = &policy.Error{Field: "mode", Message: "a sandbox in mode none is not attached to the proxy"}
+	}
+	if err != nil {
 		return nil, nil, fmt.Errorf("attach %s: %w", id, err)
 	}
 	h, err := unixsock.Listen(tempPath, p.maxConns, uid)
@@ -158,7 +204,10 @@ func (p *Proxy) Attach(ctx context.Context, id, tempPath string, uid int) (sock 
 	}
 	ln := fl.(*net.UnixListener)
 	a := &attachment{id: id, ln: ln, sem: make(chan struct{}, p.maxConns), conns: map[net.Conn]struct{}{},
-		logs: newLogLimiter(p.now)}
+		logs: newLogLimiter(p.now), policy: pol, named: p.guard.Named(pol), mode: agentsandbox.EgressPublic}
+	if pol != nil {
+		a.mode = pol.Mode()
+	}
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	p.mu.Lock()
 	if p.closed {
@@ -169,7 +218,7 @@ func (p *Proxy) Attach(ctx context.Context, id, tempPath string, uid int) (sock 
 	}
 	p.attached[a] = struct{}{}
 	p.mu.Unlock()
-	p.metrics.attached.Inc()
+	p.metrics.attached.With(a.mode).Inc()
 	a.wg.Add(1)
 	go p.accept(a)
 	return h.Path, func() { p.detach(a) }, nil
@@ -210,7 +259,7 @@ func (p *Proxy) accept(a *attachment) {
 			defer a.wg.Done()
 			defer func() { <-a.sem }()
 			defer a.untrack(c)
-			p.serve(a, c)
+			p.serve(a, c) // a connection the bridge handed over on c holds c's token
 		}()
 	}
 }
@@ -250,7 +299,7 @@ func (p *Proxy) detach(a *attachment) {
 		p.mu.Lock()
 		delete(p.attached, a)
 		p.mu.Unlock()
-		p.metrics.attached.Dec()
+		p.metrics.attached.With(a.mode).Dec()
 	})
 }
 

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"openvibe.network/agentsandbox/internal/metrics"
@@ -75,40 +77,60 @@ func TestProxyResolvesOnceAndDialsTheCheckedAddress(t *testing.T) {
 
 func TestProxyRefusals(t *testing.T) {
 	tp := newTestProxy(t, nil)
-	for _, tc := range []struct {
-		name, raw string
-		status    int
-		reason    string
+	// status and wire are what the sandbox is told; reason is what the log
+	// and the metrics say.
+	cases := []struct {
+		name, raw    string
+		status       int
+		wire, reason string
 	}{
-		{"HTTPPrivateLiteral", "GET http://10.0.0.1/ HTTP/1.1\r\nHost: 10.0.0.1\r\n\r\n", 403, ReasonPrivate},
-		{"ConnectPrivateLiteral", "CONNECT 10.0.0.1:443 HTTP/1.1\r\nHost: 10.0.0.1:443\r\n\r\n", 403, ReasonPrivate},
-		{"HTTPOnePublicOnePrivate", "GET http://mixed.test/ HTTP/1.1\r\nHost: mixed.test\r\n\r\n", 403, ReasonPrivate},
-		{"ConnectOnePublicOnePrivate", "CONNECT mixed.test:443 HTTP/1.1\r\nHost: mixed.test:443\r\n\r\n", 403, ReasonPrivate},
-		{"HTTPMetadata", "GET http://169.254.169.254/latest/meta-data/ HTTP/1.1\r\nHost: x\r\n\r\n", 403, ReasonPrivate},
-		{"HTTPPort8080", "GET http://public.test:8080/ HTTP/1.1\r\nHost: public.test:8080\r\n\r\n", 403, ReasonPort},
-		{"ConnectPort22", "CONNECT public.test:22 HTTP/1.1\r\nHost: public.test:22\r\n\r\n", 403, ReasonPort},
-		{"ConnectPort80Ok8443", "CONNECT 93.184.216.34:8443 HTTP/1.1\r\nHost: x\r\n\r\n", 403, ReasonPort},
-		{"HTTPUserinfoDecoy", "GET http://public.test@127.0.0.1/ HTTP/1.1\r\nHost: public.test\r\n\r\n", 403, ReasonNotCanonical},
-		{"ConnectUserinfoDecoy", "CONNECT public.test@127.0.0.1:443 HTTP/1.1\r\nHost: x\r\n\r\n", 403, ReasonNotCanonical},
-		{"HTTPDecimal", "GET http://2130706433/ HTTP/1.1\r\nHost: x\r\n\r\n", 403, ReasonNotCanonical},
-		{"HTTPShort", "GET http://127.1/ HTTP/1.1\r\nHost: x\r\n\r\n", 403, ReasonNotCanonical},
-		{"ConnectHex", "CONNECT 0x7f.1:443 HTTP/1.1\r\nHost: x\r\n\r\n", 403, ReasonNotCanonical},
-		{"ConnectOctal", "CONNECT 0177.0.0.1:443 HTTP/1.1\r\nHost: x\r\n\r\n", 403, ReasonNotCanonical},
-		{"HTTPTrailingDot", "GET http://127.0.0.1./ HTTP/1.1\r\nHost: x\r\n\r\n", 403, ReasonNotCanonical},
-		{"HTTPMappedV6", "GET http://[::ffff:127.0.0.1]/ HTTP/1.1\r\nHost: x\r\n\r\n", 403, ReasonPrivate},
-		{"HTTPZone", "GET http://[fe80::1%25eth0]/ HTTP/1.1\r\nHost: x\r\n\r\n", 403, ReasonNotCanonical},
-		{"HTTPSAbsoluteForm", "GET https://public.test/ HTTP/1.1\r\nHost: public.test\r\n\r\n", 400, ReasonBadRequest},
-		{"OriginFormToProxyItself", "GET / HTTP/1.1\r\nHost: 127.0.0.1:3128\r\n\r\n", 403, ReasonSelf},
-		{"ProxyOwnAddress", "CONNECT 93.184.216.100:443 HTTP/1.1\r\nHost: x\r\n\r\n", 403, ReasonSelf},
-		{"ProxyOwnAddressByName", "GET http://self.test/ HTTP/1.1\r\nHost: self.test\r\n\r\n", 403, ReasonSelf},
-		{"ResolveFailure", "GET http://nxdomain.test/ HTTP/1.1\r\nHost: nxdomain.test\r\n\r\n", 502, ReasonResolve},
-		{"ConnectResolveFailure", "CONNECT nxdomain.test:443 HTTP/1.1\r\nHost: x\r\n\r\n", 502, ReasonResolve},
-		{"DialRefused", "CONNECT public.test:443 HTTP/1.1\r\nHost: x\r\n\r\n", 502, ReasonDialFailed},
-	} {
+		{"HTTPPrivateLiteral", "GET http://10.0.0.1/ HTTP/1.1\r\nHost: 10.0.0.1\r\n\r\n", 403, ReasonRefused, ReasonPrivate},
+		{"ConnectPrivateLiteral", "CONNECT 10.0.0.1:443 HTTP/1.1\r\nHost: 10.0.0.1:443\r\n\r\n", 403, ReasonRefused, ReasonPrivate},
+		{"HTTPOnePublicOnePrivate", "GET http://mixed.test/ HTTP/1.1\r\nHost: mixed.test\r\n\r\n", 403, ReasonRefused, ReasonPrivate},
+		{"ConnectOnePublicOnePrivate", "CONNECT mixed.test:443 HTTP/1.1\r\nHost: mixed.test:443\r\n\r\n", 403, ReasonRefused, ReasonPrivate},
+		{"HTTPMetadata", "GET http://169.254.169.254/latest/meta-data/ HTTP/1.1\r\nHost: x\r\n\r\n", 403, ReasonRefused, ReasonPrivate},
+		{"HTTPPort8080", "GET http://public.test:8080/ HTTP/1.1\r\nHost: public.test:8080\r\n\r\n", 403, ReasonPort, ReasonPort},
+		{"ConnectPort22", "CONNECT public.test:22 HTTP/1.1\r\nHost: public.test:22\r\n\r\n", 403, ReasonPort, ReasonPort},
+		{"ConnectPort80Ok8443", "CONNECT 93.184.216.34:8443 HTTP/1.1\r\nHost: x\r\n\r\n", 403, ReasonPort, ReasonPort},
+		{"HTTPUserinfoDecoy", "GET http://public.test@127.0.0.1/ HTTP/1.1\r\nHost: public.test\r\n\r\n", 403, ReasonNotCanonical, ReasonNotCanonical},
+		{"ConnectUserinfoDecoy", "CONNECT public.test@127.0.0.1:443 HTTP/1.1\r\nHost: x\r\n\r\n", 403, ReasonNotCanonical, ReasonNotCanonical},
+		{"HTTPDecimal", "GET http://2130706433/ HTTP/1.1\r\nHost: x\r\n\r\n", 403, ReasonNotCanonical, ReasonNotCanonical},
+		{"HTTPShort", "GET http://127.1/ HTTP/1.1\r\nHost: x\r\n\r\n", 403, ReasonNotCanonical, ReasonNotCanonical},
+		{"ConnectHex", "CONNECT 0x7f.1:443 HTTP/1.1\r\nHost: x\r\n\r\n", 403, ReasonNotCanonical, ReasonNotCanonical},
+		{"ConnectOctal", "CONNECT 0177.0.0.1:443 HTTP/1.1\r\nHost: x\r\n\r\n", 403, ReasonNotCanonical, ReasonNotCanonical},
+		{"HTTPTrailingDot", "GET http://127.0.0.1./ HTTP/1.1\r\nHost: x\r\n\r\n", 403, ReasonNotCanonical, ReasonNotCanonical},
+		{"HTTPMappedV6", "GET http://[::ffff:127.0.0.1]/ HTTP/1.1\r\nHost: x\r\n\r\n", 403, ReasonRefused, ReasonPrivate},
+		{"HTTPZone", "GET http://[fe80::1%25eth0]/ HTTP/1.1\r\nHost: x\r\n\r\n", 403, ReasonNotCanonical, ReasonNotCanonical},
+		{"HTTPSAbsoluteForm", "GET https://public.test/ HTTP/1.1\r\nHost: public.test\r\n\r\n", 400, ReasonBadRequest, ReasonBadRequest},
+		{"OriginFormToProxyItself", "GET / HTTP/1.1\r\nHost: 127.0.0.1:3128\r\n\r\n", 403, ReasonRefused, ReasonSelf},
+		{"ProxyOwnAddress", "CONNECT 93.184.216.100:443 HTTP/1.1\r\nHost: x\r\n\r\n", 403, ReasonRefused, ReasonSelf},
+		{"ProxyOwnAddressByName", "GET http://self.test/ HTTP/1.1\r\nHost: self.test\r\n\r\n", 403, ReasonRefused, ReasonSelf},
+		// No oracle: a name that does not exist is told what a private one is.
+		{"ResolveFailure", "GET http://nxdomain.test/ HTTP/1.1\r\nHost: nxdomain.test\r\n\r\n", 403, ReasonRefused, ReasonResolve},
+		{"ConnectResolveFailure", "CONNECT nxdomain.test:443 HTTP/1.1\r\nHost: x\r\n\r\n", 403, ReasonRefused, ReasonResolve},
+		{"ConnectPrivateName", "CONNECT private.test:443 HTTP/1.1\r\nHost: x\r\n\r\n", 403, ReasonRefused, ReasonPrivate},
+		{"DialRefused", "CONNECT public.test:443 HTTP/1.1\r\nHost: x\r\n\r\n", 502, ReasonDialFailed, ReasonDialFailed},
+	}
+	bodies := map[string]string{}
+	want := map[string]float64{}
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			resp, body := tp.do(t, tc.raw)
-			wantRefused(t, resp, body, tc.status, tc.reason)
+			wantRefused(t, resp, body, tc.status, tc.wire)
+			if tc.wire == ReasonRefused {
+				bodies[tc.name] = strings.SplitN(body, "(", 2)[0] + resp.Status
+			}
 		})
+		want[verdictOf(tc.reason)+"/"+tc.reason]++
+	}
+	for name, b := range bodies {
+		if b != bodies["ConnectPrivateName"] {
+			t.Errorf("%s answered %q, a private name %q: the answers must not tell them apart", name, b, bodies["ConnectPrivateName"])
+		}
+	}
+	waitMetric(t, tp.reg, len(cases))
+	if diff := cmp.Diff(want, requestCounts(t, tp.reg)); diff != "" {
+		t.Errorf("precise reasons counted (-want +got):\n%s", diff)
 	}
 	// Not a proxy request: closed at once, unanswered, and nothing of what
 	// was sent is logged.
@@ -242,24 +264,15 @@ func TestProxyMetricsAndLog(t *testing.T) {
 	if !strings.Contains(allowed, `"address":"93.184.216.34"`) || strings.Contains(allowed, `"bytes_down":0`) {
 		t.Errorf("allowed line: %s", allowed)
 	}
-	for _, tc := range []struct {
-		verdict, reason string
-		want            float64
-	}{
-		{"allowed", ReasonOK, 1},
-		{"refused", ReasonPrivate, 1},
-		{"refused", ReasonPort, 1},
-		{"failed", ReasonResolve, 0},
-	} {
-		got := metricValue(t, tp.reg, "egress_connections_total", map[string]string{"verdict": tc.verdict, "reason": tc.reason})
-		if got != tc.want {
-			t.Errorf("egress_connections_total{%s,%s} = %v, want %v", tc.verdict, tc.reason, got, tc.want)
-		}
+	waitMetric(t, tp.reg, 3)
+	want := map[string]float64{"allowed/ok": 1, "refused/private-address": 1, "refused/port-not-allowed": 1}
+	if diff := cmp.Diff(want, requestCounts(t, tp.reg)); diff != "" {
+		t.Errorf("%s (-want +got):\n%s", MetricRequests, diff)
 	}
-	if n := metricValue(t, tp.reg, "egress_attached_sandboxes", nil); n != 1 {
-		t.Errorf("egress_attached_sandboxes = %v, want 1", n)
+	if n := metricValue(t, tp.reg, MetricAttached, map[string]string{"mode": "public"}); n != 1 {
+		t.Errorf("%s{mode=public} = %v, want 1", MetricAttached, n)
 	}
-	if down := metricValue(t, tp.reg, "egress_bytes_total", map[string]string{"direction": "down"}); down == 0 {
+	if down := metricValue(t, tp.reg, MetricBytes, map[string]string{"direction": "down", "verdict": "allowed", "reason": "ok"}); down == 0 {
 		t.Error("no bytes counted down")
 	}
 }
@@ -359,7 +372,7 @@ func TestAttach(t *testing.T) {
 	}
 	tp.detach() // idempotent
 	tp.proxy.Close()
-	if _, _, err := tp.proxy.Attach(context.Background(), "late", filepath.Join(t.TempDir(), "late.sock"), os.Getuid()); !errors.Is(err, ErrClosed) {
+	if _, _, err := tp.proxy.Attach(context.Background(), "late", filepath.Join(t.TempDir(), "late.sock"), os.Getuid(), AttachOptions{}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Attach after Close: %v, want ErrClosed", err)
 	}
 }
@@ -379,35 +392,72 @@ func TestNewProxyErrors(t *testing.T) {
 	}()
 }
 
-// metricValue is the value of the counter or gauge name with exactly these
-// labels in reg (0 when there is no such series).
-func metricValue(tb testing.TB, reg *metrics.Registry, name string, labels map[string]string) float64 {
+// requestCounts returns the request counter's series as verdict/reason ->
+// count.
+func requestCounts(tb testing.TB, reg *metrics.Registry) map[string]float64 {
+	tb.Helper()
+	out := map[string]float64{}
+	for _, m := range series(tb, reg, MetricRequests) {
+		out[m.labels["verdict"]+"/"+m.labels["reason"]] = m.value
+	}
+	return out
+}
+
+// waitMetric waits until the request counter holds n requests (a request
+// is counted once its answer is written).
+func waitMetric(tb testing.TB, reg *metrics.Registry, n int) {
+	tb.Helper()
+	deadline := time.Now().Add(ioTimeout)
+	for {
+		total := 0.0
+		for _, v := range requestCounts(tb, reg) {
+			total += v
+		}
+		if total >= float64(n) || time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// sample is one series of a counter or gauge.
+type sample struct {
+	labels map[string]string
+	value  float64
+}
+
+// series parses reg's exposition and returns the series of name.
+func series(tb testing.TB, reg *metrics.Registry, name string) []sample {
 	tb.Helper()
 	var b bytes.Buffer
 	reg.WriteText(&b)
 	parser := expfmt.NewTextParser(model.LegacyValidation)
-	families, err := parser.TextToMetricFamilies(&b)
+	fams, err := parser.TextToMetricFamilies(&b)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	f, ok := families[name]
-	if !ok {
-		return 0
-	}
-series:
-	for _, m := range f.GetMetric() {
-		if len(m.GetLabel()) != len(labels) {
-			continue
+	var out []sample
+	for _, m := range fams[name].GetMetric() {
+		s := sample{labels: map[string]string{}, value: m.GetGauge().GetValue()}
+		if m.GetCounter() != nil {
+			s.value = m.GetCounter().GetValue()
 		}
 		for _, l := range m.GetLabel() {
-			if labels[l.GetName()] != l.GetValue() {
-				continue series
-			}
+			s.labels[l.GetName()] = l.GetValue()
 		}
-		if m.GetCounter() != nil {
-			return m.GetCounter().GetValue()
+		out = append(out, s)
+	}
+	return out
+}
+
+// metricValue is the value of the counter or gauge name with exactly these
+// labels in reg (0 when there is no such series).
+func metricValue(tb testing.TB, reg *metrics.Registry, name string, labels map[string]string) float64 {
+	tb.Helper()
+	for _, s := range series(tb, reg, name) {
+		if len(s.labels) == len(labels) && cmp.Equal(s.labels, labels, cmpopts.EquateEmpty()) {
+			return s.value
 		}
-		return m.GetGauge().GetValue()
 	}
 	return 0
 }

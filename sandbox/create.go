@@ -211,7 +211,7 @@ func (r *Runtime) claim(opts Options) (*sandboxState, error) {
 			id: id, slot: s, opts: opts, dir: r.boxPath(id),
 			exited: make(chan struct{}), wiped: make(chan struct{}),
 			info: Info{
-				ID: id, Slot: s.index, HostUID: s.uid, Egress: opts.Egress,
+				ID: id, Slot: s.index, HostUID: s.uid, Egress: opts.Egress, EgressPolicy: opts.EgressPolicy,
 				CreatedAt: now, Limits: opts.Limits,
 			},
 		}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"openvibe.network/agentsandbox"
 	"openvibe.network/agentsandbox/internal/unixsock"
 )
@@ -203,15 +204,19 @@ func TestCreateValidates(t *testing.T) {
 type fakeAttacher struct {
 	mu       sync.Mutex
 	attached map[string]bool
+	policies map[string]agentsandbox.EgressPolicy // what each sandbox was attached with
 }
 
-func (f *fakeAttacher) Attach(_ context.Context, id, tempPath string, uid int) (*os.File, func(), error) {
+func (f *fakeAttacher) Attach(_ context.Context, id, tempPath string, uid int, opts AttachOptions) (*os.File, func(), error) {
 	h, err := unixsock.Listen(tempPath, 4, uid)
 	if err != nil {
 		return nil, nil, err
 	}
 	f.mu.Lock()
 	f.attached[id] = true
+	if f.policies != nil {
+		f.policies[id] = opts.Policy
+	}
 	f.mu.Unlock()
 	return h.Path, func() {
 		h.Listener.Close()
@@ -225,11 +230,15 @@ func (f *fakeAttacher) Attach(_ context.Context, id, tempPath string, uid int) (
 // that the bridge may bind the transparent ports, that its env reaches
 // commands, and that commands still have no capability.
 func TestEgressBridge(t *testing.T) {
-	att := &fakeAttacher{attached: map[string]bool{}}
+	att := &fakeAttacher{attached: map[string]bool{}, policies: map[string]agentsandbox.EgressPolicy{}}
 	rt := newRuntime(t, Config{Capacity: 1, Egress: att})
-	info := newBox(t, rt, Options{Egress: true})
+	pol := agentsandbox.EgressPolicy{Mode: agentsandbox.EgressAllow, Allow: []string{"pypi.org"}}
+	info := newBox(t, rt, Options{Egress: true, EgressPolicy: pol})
 	if !info.Egress || !att.attached[info.ID] {
 		t.Fatalf("info %+v, attached %v", info, att.attached)
+	}
+	if diff := cmp.Diff(pol, att.policies[info.ID]); diff != "" || !cmp.Equal(pol, info.EgressPolicy) {
+		t.Fatalf("the policy was not passed to the attacher and kept in Info (-want +got):\n%s\ninfo %+v", diff, info)
 	}
 	r := run(t, rt, info.ID, agentsandbox.ExecRequest{Argv: []string{"/bin/bash", "-c",
 		"echo $FAKE_BRIDGE $HTTP_PROXY; exec 3<>/dev/tcp/127.0.0.1/80; cat <&3; grep -E '^Cap(Inh|Eff|Prm|Bnd|Amb)' /proc/self/status | cut -f2 | sort -u"}})

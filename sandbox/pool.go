@@ -22,9 +22,11 @@ import (
 // start.
 const poolRetry = 5 * time.Second
 
-// poolable reports whether a pooled sandbox can serve opts.
+// poolable reports whether a pooled sandbox can serve opts: its egress
+// must be the pool's, public with no rules of its own (a pooled sandbox
+// was attached to the proxy with the default policy).
 func (r *Runtime) poolable(opts Options) bool {
-	return r.cfg.Pool > 0 && !opts.SelfTest && opts.Egress == r.cfg.PoolEgress
+	return r.cfg.Pool > 0 && !opts.SelfTest && opts.Egress == r.cfg.PoolEgress && opts.EgressPolicy.IsDefault()
 }
 
 // takePooled removes a ready pooled sandbox from the pool, or returns nil.
@@ -70,7 +72,7 @@ func (r *Runtime) adopt(ctx context.Context, b *sandboxState, opts Options) erro
 		}
 	}
 	b.opts = opts
-	b.info.Limits, b.info.Egress = opts.Limits, opts.Egress
+	b.info.Limits, b.info.Egress, b.info.EgressPolicy = opts.Limits, opts.Egress, opts.EgressPolicy
 	b.info.CreatedAt = r.cfg.Now()
 	return nil
 }

@@ -92,3 +92,32 @@ func memoryLimitFile(tb testing.TB, dir string) string {
 	tb.Fatalf("no memory limit file in %s", dir)
 	return ""
 }
+
+// TestPoolableEgress: a pooled sandbox serves only a Create whose egress is
+// the pool's: public with no rules of its own (it was attached with the
+// default policy), never one with a policy of its own.
+func TestPoolableEgress(t *testing.T) {
+	allow := agentsandbox.EgressPolicy{Mode: agentsandbox.EgressAllow, Allow: []string{"pypi.org"}}
+	deny := agentsandbox.EgressPolicy{Mode: agentsandbox.EgressPublic, Deny: []string{"evil.example"}}
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		opts Options
+		want bool
+	}{
+		{"OKPublicZero", Config{Pool: 1, PoolEgress: true}, Options{Egress: true}, true},
+		{"OKPublicNamed", Config{Pool: 1, PoolEgress: true}, Options{Egress: true, EgressPolicy: agentsandbox.EgressPolicy{Mode: "public"}}, true},
+		{"OKNoEgressPool", Config{Pool: 1}, Options{}, true},
+		{"AllowList", Config{Pool: 1, PoolEgress: true}, Options{Egress: true, EgressPolicy: allow}, false},
+		{"DenyList", Config{Pool: 1, PoolEgress: true}, Options{Egress: true, EgressPolicy: deny}, false},
+		{"NoEgressFromEgressPool", Config{Pool: 1, PoolEgress: true}, Options{}, false},
+		{"SelfTest", Config{Pool: 1, PoolEgress: true}, Options{Egress: true, SelfTest: true}, false},
+		{"NoPool", Config{PoolEgress: true}, Options{Egress: true}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := (&Runtime{cfg: tc.cfg}).poolable(tc.opts); got != tc.want {
+				t.Fatalf("poolable = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

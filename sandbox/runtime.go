@@ -84,6 +84,10 @@ type Config struct {
 	// whose every slot is busy can still prove its facts. Without it such
 	// sandboxes take an ordinary slot.
 	SelfTestSlot bool
+	// OnWipe, when set, is called after every wipe (a pooled sandbox's and a
+	// failed start's included) with why the sandbox ended and the report;
+	// it must return quickly (the worker counts wipes and their failures).
+	OnWipe func(reason string, rep WipeReport)
 	// Logger receives one line per sandbox run and wipe problems (default:
 	// discard).
 	Logger *slog.Logger

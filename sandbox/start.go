@@ -87,7 +87,8 @@ func (r *Runtime) start(ctx context.Context, b *sandboxState) error {
 		b.control = ctl.Path
 		initFiles = append(initFiles, ctl.Listener)
 		if o.Egress {
-			sock, detach, err := r.cfg.Egress.Attach(ctx, b.id, filepath.Join(b.dir, "egress.sock"), b.slot.uid)
+			sock, detach, err := r.cfg.Egress.Attach(ctx, b.id, filepath.Join(b.dir, "egress.sock"), b.slot.uid,
+				AttachOptions{Policy: o.EgressPolicy})
 			if err != nil {
 				return fmt.Errorf("attach egress: %w", err)
 			}

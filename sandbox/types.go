@@ -32,6 +32,9 @@ type Options struct {
 	// socket of its own, bridged by the init). Without it the sandbox has no
 	// way out at all.
 	Egress bool
+	// EgressPolicy is what the sandbox may reach through the proxy (with
+	// Egress; the zero value: public mode), passed to the attacher.
+	EgressPolicy agentsandbox.EgressPolicy
 	// SelfTest runs the sandbox in the runtime's slot kept for the
 	// self-test, so that a busy worker can still prove its facts; no other
 	// sandbox ever uses that slot.
@@ -50,6 +53,8 @@ type Info struct {
 	HostUID int `json:"host_uid"`
 	// Egress says whether the sandbox has a way out through the proxy.
 	Egress bool `json:"egress"`
+	// EgressPolicy is the policy it was attached with (with Egress).
+	EgressPolicy agentsandbox.EgressPolicy `json:"egress_policy"`
 }
 
 // WipeReport says what the wipe removed and whether it verified that nothing
@@ -101,10 +106,15 @@ var (
 // of it (sock, which the caller closes once it has passed it to the
 // sandbox) and detach, which stops serving. The sandbox connects through
 // that descriptor; the socket has no name on disk that it could replace.
-// The egress package implements it.
+// opts carries the sandbox's policy (Options.EgressPolicy); an attacher
+// refuses a policy it cannot enforce. The egress package implements it.
 type EgressAttacher interface {
-	Attach(ctx context.Context, id, tempPath string, uid int) (sock *os.File, detach func(), err error)
+	Attach(ctx context.Context, id, tempPath string, uid int, opts AttachOptions) (sock *os.File, detach func(), err error)
 }
+
+// AttachOptions are what the runtime tells the EgressAttacher about a
+// sandbox.
+type AttachOptions = agentsandbox.EgressAttachOptions
 
 // EgressBridge runs inside the sandbox, in the init, before the first
 // command: it bridges an in-sandbox loopback proxy address to the worker's

@@ -42,6 +42,9 @@ func (r *Runtime) wipe(b *sandboxState, why string) WipeReport {
 	}
 	r.mu.Unlock()
 	close(b.wiped)
+	if r.cfg.OnWipe != nil {
+		r.cfg.OnWipe(why, rep)
+	}
 	if rep.Verified {
 		r.wakePool() // a slot is free
 	}

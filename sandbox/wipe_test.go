@@ -3,11 +3,14 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -72,14 +75,14 @@ type heldAttacher struct {
 	release   chan struct{}
 }
 
-func (h *heldAttacher) Attach(ctx context.Context, id, tempPath string, uid int) (*os.File, func(), error) {
+func (h *heldAttacher) Attach(ctx context.Context, id, tempPath string, uid int, opts AttachOptions) (*os.File, func(), error) {
 	h.attaching <- struct{}{}
 	select {
 	case <-h.release:
 	case <-ctx.Done():
 		return nil, nil, ctx.Err()
 	}
-	return h.fakeAttacher.Attach(ctx, id, tempPath, uid)
+	return h.fakeAttacher.Attach(ctx, id, tempPath, uid, opts)
 }
 
 // TestCloseWaitsForStart proves that Close waits for a sandbox still
@@ -127,5 +130,25 @@ func TestCloseWaitsForStart(t *testing.T) {
 	}
 	if len(att.attached) != 0 {
 		t.Fatalf("egress still attached after Close: %v", att.attached)
+	}
+}
+
+// TestOnWipe: the hook hears of every wipe, with its reason and report.
+func TestOnWipe(t *testing.T) {
+	var mu sync.Mutex
+	var heard []string
+	rt := newRuntime(t, Config{Capacity: 1, OnWipe: func(reason string, rep WipeReport) {
+		mu.Lock()
+		defer mu.Unlock()
+		heard = append(heard, fmt.Sprintf("%s verified=%v", reason, rep.Verified))
+	}})
+	info := newBox(t, rt, Options{})
+	if _, err := rt.Delete(context.Background(), info.ID); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"deleted verified=true"}; !slices.Equal(heard, want) {
+		t.Fatalf("heard %q, want %q", heard, want)
 	}
 }

@@ -51,7 +51,7 @@ type observation struct {
 // observe runs the probe and the host-side looks.
 func observe(ctx context.Context, d Deps) *observation {
 	obs := &observation{egress: d.Egress, lines: map[string][]string{}, secrets: d.Secrets}
-	obs.guard = guardVerdicts(ctx, d.Guard)
+	obs.guard = append(guardVerdicts(ctx, d.Guard), hostVerdicts(ctx, d.Guard, d.HostAddrs)...)
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -24,12 +24,18 @@ func TestMain(m *testing.M) {
 }
 
 // realDeps starts a runtime with the real egress proxy (whose guard has no
-// resolver: only literals, nothing is ever resolved) in a fresh state dir.
+// resolver: only literals, nothing is ever resolved; and knows the host's
+// own addresses) in a fresh state dir.
 func realDeps(t *testing.T, withEgress bool) Deps {
 	t.Helper()
 	testenv.RequireSandbox(t)
 	log := slog.New(slog.NewTextHandler(testWriter{t}, nil))
-	guard := egress.NewGuard(egress.GuardConfig{})
+	host, err := egress.NewHostAddrs(egress.HostAddrsConfig{Netlink: true}) // the real host's, as the worker has
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { host.Close() })
+	guard := egress.NewGuard(egress.GuardConfig{Host: host})
 	var att sandbox.EgressAttacher
 	if withEgress {
 		p, err := egress.NewProxy(egress.ProxyConfig{Guard: guard, Logger: log})

@@ -117,7 +117,10 @@ func isolation(self Self, ok map[string]bool, userNS bool) agentsandbox.Isolatio
 	}
 	if all(agentsandbox.CheckEgressRefusesPrivate, agentsandbox.CheckNoDirectEgress) {
 		iso.EgressProxy = new(true)
-		iso.Extra["egress"] = map[string]any{"via": "proxy", "public_only": true, "ports": agentsandbox.EgressPorts(), "direct": "none"}
+		// What holds for every sandbox whatever its policy: a policy only
+		// narrows public_only (none, public, allow: see EgressModes).
+		iso.Extra["egress"] = map[string]any{"via": "proxy", "public_only": true, "ports": agentsandbox.EgressPorts(), "direct": "none",
+			"policies": agentsandbox.EgressModes()}
 	}
 	if all(agentsandbox.CheckNoCapabilities) {
 		iso.Extra["capabilities"] = "none"

@@ -66,6 +66,11 @@ func TestBuildReportAllProved(t *testing.T) {
 			t.Errorf("isolation.%s = %v, want %v", k, iso[k], v)
 		}
 	}
+	wantEgress := map[string]any{"via": "proxy", "public_only": true, "ports": []any{80.0, 443.0}, "direct": "none",
+		"policies": []any{"none", "public", "allow"}}
+	if diff := cmp.Diff(wantEgress, iso["egress"]); diff != "" {
+		t.Errorf("isolation.egress (-want +got):\n%s", diff)
+	}
 	lim := iso["limits"].(map[string]any)
 	if lim["enforced"] != true || lim["memory_mb"] != float64(2048) || lim["pids"] != float64(256) {
 		t.Errorf("limits = %v", lim)

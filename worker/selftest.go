@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/netip"
 	"os"
 	"strings"
 	"time"
@@ -108,6 +110,10 @@ type Deps struct {
 	// limit (a cgroup controller not delegated); each fails limits with
 	// its words first (the runtime's LimitProblems).
 	LimitProblems func() []string
+	// HostAddrs lists the host's own addresses (default: every address of
+	// every interface); egress_refuses_private asks the guard, without
+	// dialling, about each that is not loopback, on ports 80 and 443.
+	HostAddrs func() ([]netip.Addr, error)
 	// ProcRoot is the host's /proc (default "/proc").
 	ProcRoot string
 	Logger   *slog.Logger
@@ -188,6 +194,59 @@ func randomHex(n int) string {
 // without dialing.
 func portTargets() []string { return []string{"1.1.1.1:22", "1.1.1.1:8080", "[2606:4700::1111]:25"} }
 
+// addressReason reports whether reason is the guard's for refusing an
+// address as one the sandbox must not reach.
+func addressReason(reason string) bool {
+	switch reason {
+	case egress.ReasonPrivate, egress.ReasonSelf, egress.ReasonHostSelf:
+		return true
+	}
+	return false
+}
+
+// interfaceAddrs lists every address of the host's interfaces.
+func interfaceAddrs() ([]netip.Addr, error) {
+	as, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil, fmt.Errorf("list the host's addresses: %w", err)
+	}
+	var out []netip.Addr
+	for _, a := range as {
+		if ipn, ok := a.(*net.IPNet); ok {
+			if addr, ok := netip.AddrFromSlice(ipn.IP); ok {
+				out = append(out, addr.Unmap())
+			}
+		}
+	}
+	return out, nil
+}
+
+// hostVerdicts asks g, without dialling, about each of the host's own
+// non-loopback addresses on ports 80 and 443, and returns a problem for
+// each it does not refuse as an address the sandbox must not reach.
+func hostVerdicts(ctx context.Context, g Guard, list func() ([]netip.Addr, error)) []string {
+	if list == nil {
+		list = interfaceAddrs
+	}
+	addrs, err := list()
+	if err != nil {
+		return []string{fmt.Sprintf("the host's own addresses could not be listed, so their refusal is not proved: %v", err)}
+	}
+	var problems []string
+	for _, a := range addrs {
+		if a.IsLoopback() {
+			continue // refused as loopback by the ranges, and checked there
+		}
+		for _, port := range []uint16{80, 443} {
+			t := netip.AddrPortFrom(a.WithZone(""), port).String()
+			if v := g.Check(ctx, t); v.Allowed || !addressReason(v.Reason) {
+				problems = append(problems, fmt.Sprintf("the egress guard does not refuse the host's own address %s (verdict %q)", t, v.Reason))
+			}
+		}
+	}
+	return problems
+}
+
 // guardVerdicts asks g about every private and port target and returns a
 // problem for each one it does not refuse for the right reason.
 func guardVerdicts(ctx context.Context, g Guard) []string {
@@ -202,7 +261,7 @@ func guardVerdicts(ctx context.Context, g Guard) []string {
 		switch {
 		case v.Allowed:
 			problems = append(problems, fmt.Sprintf("the egress guard allows %s", t))
-		case v.Reason != egress.ReasonPrivate && v.Reason != egress.ReasonSelf:
+		case !addressReason(v.Reason):
 			problems = append(problems, fmt.Sprintf("the egress guard refuses %s for %q, not as a private address", t, v.Reason))
 		}
 	}

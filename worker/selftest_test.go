@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"openvibe.network/agentsandbox"
 	"openvibe.network/agentsandbox/egress"
@@ -208,15 +210,41 @@ func (allowAll) Check(context.Context, string) egress.Verdict {
 	return egress.Verdict{Allowed: true, Reason: egress.ReasonOK}
 }
 
+// testHostAddrs are the fake host's own addresses: a private one, and one
+// that looks public and only the guard's host set refuses.
+func testHostAddrs() ([]netip.Addr, error) {
+	return []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("10.1.2.3"), testHostPublic}, nil
+}
+
+var testHostPublic = netip.MustParseAddr("93.184.216.50")
+
+// hostGuard is a guard that knows the fake host's addresses.
+func hostGuard(tb testing.TB) *egress.Guard {
+	tb.Helper()
+	h, err := egress.NewHostAddrs(egress.HostAddrsConfig{Every: time.Hour, Interfaces: func() ([]netip.Prefix, error) {
+		as, _ := testHostAddrs()
+		var ps []netip.Prefix
+		for _, a := range as {
+			ps = append(ps, netip.PrefixFrom(a, a.BitLen()))
+		}
+		return ps, nil
+	}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { h.Close() })
+	return egress.NewGuard(egress.GuardConfig{Host: h})
+}
+
 func runFake(t *testing.T, f *fakeBox, guard Guard, egressOn bool) Result {
 	t.Helper()
 	if guard == nil {
-		guard = egress.NewGuard(egress.GuardConfig{})
+		guard = hostGuard(t)
 	}
 	canaryDir := t.TempDir()
 	res := SelfTest(context.Background(), Deps{
 		Sandboxes: f, Guard: guard, Inspect: f.inspect, CanaryDirs: []string{canaryDir},
-		Secrets: []string{f.secret}, MaxOpenFiles: 4096, Egress: egressOn, ProcRoot: f.proc,
+		Secrets: []string{f.secret}, MaxOpenFiles: 4096, Egress: egressOn, ProcRoot: f.proc, HostAddrs: testHostAddrs,
 		LimitProblems: func() []string { return f.limitProblems },
 	})
 	if ents, _ := os.ReadDir(canaryDir); len(ents) != 0 {
@@ -273,6 +301,8 @@ func TestSelfTestFailsWhenBroken(t *testing.T) {
 		{"NoEgress", func(*fakeBox) {}, nil, true, []string{agentsandbox.CheckEgressRefusesPrivate}, "no egress proxy"},
 		{"GuardAllowsPrivate", func(*fakeBox) {}, allowAll{}, false, []string{agentsandbox.CheckEgressRefusesPrivate}, "the egress guard allows 10.0.0.1:443"},
 		{"GuardAllowsOtherPorts", func(*fakeBox) {}, egress.NewGuard(egress.GuardConfig{Ports: []uint16{80, 443, 8080}}), false, []string{agentsandbox.CheckEgressRefusesPrivate}, "the egress guard does not refuse 1.1.1.1:8080 for its port"},
+		{"GuardAllowsHostAddress", func(*fakeBox) {}, egress.NewGuard(egress.GuardConfig{}), false, []string{agentsandbox.CheckEgressRefusesPrivate},
+			"the egress guard does not refuse the host's own address 93.184.216.50:80 (verdict \"ok\")"},
 		{"EnvLeaks", func(f *fakeBox) { f.leakEnv = true }, nil, false, []string{agentsandbox.CheckCleanEnv}, "a value of the worker's own environment"},
 		{"EnvNotRead", func(f *fakeBox) { f.edit = replace("environ_read", "environ_read 0") }, nil, false, []string{agentsandbox.CheckCleanEnv}, "no /proc/*/environ"},
 		{"HostFilesMounted", func(f *fakeBox) { f.seeHost = true }, nil, false, []string{agentsandbox.CheckNoHostFiles}, "/canary present"},

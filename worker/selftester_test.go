@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"openvibe.network/agentsandbox"
-	"openvibe.network/agentsandbox/egress"
 	"openvibe.network/agentsandbox/sandbox"
 )
 
@@ -17,7 +16,7 @@ import (
 // own, so "busy" is a failure to report, not an old pass to keep).
 func TestSelfTesterRecordsEveryRun(t *testing.T) {
 	f := newFakeBox(t)
-	st := NewSelfTester(Deps{Sandboxes: f, Guard: egress.NewGuard(egress.GuardConfig{}), Inspect: f.inspect,
+	st := NewSelfTester(Deps{Sandboxes: f, Guard: hostGuard(t), Inspect: f.inspect, HostAddrs: testHostAddrs,
 		Egress: true, ProcRoot: f.proc, MaxOpenFiles: 4096})
 	if st.Last() != nil {
 		t.Fatal("a result before any run")
@@ -35,7 +34,7 @@ func TestSelfTesterRecordsEveryRun(t *testing.T) {
 
 func TestSelfTesterEvery(t *testing.T) {
 	f := newFakeBox(t)
-	st := NewSelfTester(Deps{Sandboxes: f, Guard: egress.NewGuard(egress.GuardConfig{}), Inspect: f.inspect,
+	st := NewSelfTester(Deps{Sandboxes: f, Guard: hostGuard(t), Inspect: f.inspect, HostAddrs: testHostAddrs,
 		Egress: true, ProcRoot: f.proc, MaxOpenFiles: 4096})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -76,7 +75,7 @@ func (f *flakyBox) Create(ctx context.Context, o sandbox.Options) (sandbox.Info,
 
 func TestSelfTestRetriesWhenProbeDidNotRun(t *testing.T) {
 	f := &flakyBox{fakeBox: newFakeBox(t)}
-	res := SelfTest(context.Background(), Deps{Sandboxes: f, Guard: egress.NewGuard(egress.GuardConfig{}),
+	res := SelfTest(context.Background(), Deps{Sandboxes: f, Guard: hostGuard(t), HostAddrs: testHostAddrs,
 		Inspect: f.inspect, Egress: true, ProcRoot: f.proc})
 	if !res.Passed || f.calls != 2 {
 		t.Fatalf("passed %v after %d creates: %q", res.Passed, f.calls, res.Reasons)

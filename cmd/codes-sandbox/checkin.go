@@ -90,6 +90,15 @@ type fileConfig struct {
 	StateDir     string         `json:"state_dir,omitempty"`
 	TLSCertFile  string         `json:"tls_cert_file,omitempty"`
 	TLSKeyFile   string         `json:"tls_key_file,omitempty"`
+	// MetricsListen, EgressDefault, EgressDeny, EgressResolver and
+	// EgressMaxPolicy are the file's --metrics-listen, --egress-default,
+	// --egress-deny (flags add to it), --egress-resolver and
+	// --egress-max-policy.
+	MetricsListen   string   `json:"metrics_listen,omitempty"`
+	EgressDefault   string   `json:"egress_default,omitempty"`
+	EgressDeny      []string `json:"egress_deny,omitempty"`
+	EgressResolver  string   `json:"egress_resolver,omitempty"`
+	EgressMaxPolicy int      `json:"egress_max_policy,omitempty"`
 }
 
 func loadConfig(path string) (fileConfig, error) {
@@ -233,6 +242,9 @@ func checkinCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr 
 		return 2
 	}
 	stc.secrets = tokens
+	for _, t := range targets {
+		stc.liveURLs = append(stc.liveURLs, t.LiveURL)
+	}
 	st, err := newStack(stc, log)
 	if err != nil {
 		fmt.Fprintf(stderr, "codes-sandbox checkin: %v\n", err)

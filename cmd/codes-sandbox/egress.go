@@ -6,17 +6,19 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
+	"math"
 	"net/netip"
 	"strconv"
 	"strings"
 
+	"openvibe.network/agentsandbox"
 	"openvibe.network/agentsandbox/egress"
+	"openvibe.network/agentsandbox/egress/policy"
 	"openvibe.network/agentsandbox/internal/cli"
 )
 
 // egressUsage is the synopsis of the egress tools.
-const egressUsage = "usage: codes-sandbox egress check [--ports 80,443] HOST:PORT"
+const egressUsage = "usage: codes-sandbox egress check [--allow PATTERN]... [--deny PATTERN]... [--sni NAME] [--ports 80,443] [--resolver IP:PORT] HOST:PORT"
 
 // egressCmd dispatches the egress tools.
 func egressCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
@@ -28,15 +30,32 @@ func egressCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr i
 		fmt.Fprintln(stderr, egressUsage)
 		return 2
 	}
-	return egressCheck(ctx, args[1:], net.DefaultResolver, stdout, stderr)
+	return egressCheck(ctx, args[1:], nil, stdout, stderr)
 }
 
-// egressCheck prints the guard's verdict on HOST:PORT as JSON, without
-// connecting: exit 0 allowed, 1 refused, 2 usage. Names go to resolver once.
+// checkOutput is what egress check prints: the verdict and the policy it
+// was decided under.
+type checkOutput struct {
+	egress.Verdict
+	Policy agentsandbox.EgressPolicy `json:"policy"`
+}
+
+// egressCheck prints the guard's verdict on HOST:PORT under the policy the
+// flags give (--allow: mode allow; else public, less --deny), as JSON,
+// without connecting: exit 0 allowed, 1 refused, 2 usage. With --sni, a
+// destination decided by name must also be what a client names: the TLS
+// SNI on a tunnel, the Host header on port 80. Names go to resolver once
+// (nil: --resolver's, or the system's), and only after the policy let them
+// through.
 func egressCheck(ctx context.Context, args []string, resolver egress.Resolver, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("egress check", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	portList := fs.String("ports", "80,443", "allowed destination ports, comma-separated")
+	var allow, deny listFlag
+	fs.Var(&allow, "allow", "`PATTERN` the sandbox may reach (repeatable; any makes the policy mode allow)")
+	fs.Var(&deny, "deny", "`PATTERN` the sandbox may not reach (repeatable)")
+	sni := fs.String("sni", "", "the `NAME` a client would send as TLS SNI (on port 80: as Host)")
+	resolverAddr := fs.String("resolver", "", "`IP:PORT` of the DNS server to ask (default: the system's)")
 	if code, ok := cli.ParseFlags(fs, args); !ok {
 		return code
 	}
@@ -44,20 +63,48 @@ func egressCheck(ctx context.Context, args []string, resolver egress.Resolver, s
 		fmt.Fprintln(stderr, egressUsage)
 		return 2
 	}
-	ports, err := parsePorts(*portList)
-	if err != nil {
+	fail := func(err error) int {
 		fmt.Fprintf(stderr, "codes-sandbox egress check: %v\n", err)
 		return 2
 	}
+	ports, err := parsePorts(*portList)
+	if err != nil {
+		return fail(err)
+	}
+	configured, err := egressResolver(*resolverAddr)
+	if err != nil {
+		return fail(err)
+	}
+	if resolver == nil { // tests inject theirs
+		resolver = configured
+	}
+	spec := agentsandbox.EgressPolicy{Mode: agentsandbox.EgressPublic, Deny: deny}
+	if len(allow) > 0 {
+		spec = agentsandbox.EgressPolicy{Mode: agentsandbox.EgressAllow, Allow: allow, Deny: deny}
+	}
+	pol, err := policy.Compile(spec, policy.Limits{Ports: ports, MaxEntries: math.MaxInt})
+	if err != nil {
+		return fail(err)
+	}
 	g := egress.NewGuard(egress.GuardConfig{Ports: ports, Resolver: resolver})
-	v := g.Check(ctx, fs.Arg(0))
+	v := g.CheckPolicy(ctx, fs.Arg(0), pol)
+	if v.Allowed && *sni != "" && g.Named(pol) {
+		ok, detail := egress.MatchSNI(v.Host, *sni)
+		reason := egress.ReasonSNI
+		if v.Port == 80 {
+			ok, detail = egress.MatchHost(v.Host, v.Port, *sni, true)
+			reason = egress.ReasonHostHeader
+		}
+		if !ok {
+			v.Allowed, v.Reason, v.Detail = false, reason, detail
+		}
+	}
 	if v.Addresses == nil {
 		v.Addresses = []netip.Addr{}
 	}
-	out, err := json.Marshal(v)
+	out, err := json.Marshal(checkOutput{Verdict: v, Policy: pol.Spec()})
 	if err != nil {
-		fmt.Fprintf(stderr, "codes-sandbox egress check: %v\n", err)
-		return 2
+		return fail(err)
 	}
 	fmt.Fprintln(stdout, string(out))
 	if !v.Allowed {

@@ -40,6 +40,20 @@ func TestEgressCheck(t *testing.T) {
 		{"TwoArgs", []string{"a:80", "b:80"}, 2, egressUsage, nil},
 		{"BadPortsFlag", []string{"--ports", "x", "a:80"}, 2, `bad port "x"`, nil},
 		{"ZeroPort", []string{"--ports", "80,0", "a:80"}, 2, `bad port "0"`, nil},
+		// Policies: the name is checked before any lookup (nowhere.test
+		// would fail to resolve; denied, it is never asked).
+		{"AllowListed", []string{"--allow", "*.test", "public.test:443"}, 0, "ok", []string{"93.184.216.34"}},
+		{"AllowUnlisted", []string{"--allow", "pypi.org", "nowhere.test:443"}, 1, "policy-denied", []string{}},
+		{"DenyWins", []string{"--allow", "*.test", "--deny", "public.test", "public.test:443"}, 1, "policy-denied", []string{}},
+		{"DenyInPublicMode", []string{"--deny", "nowhere.test", "nowhere.test:443"}, 1, "policy-denied", []string{}},
+		{"AllowLiteralNotListed", []string{"--allow", "public.test", "93.184.216.34:443"}, 1, "policy-denied", []string{}},
+		{"SNIMatches", []string{"--allow", "public.test", "--sni", "public.test", "public.test:443"}, 0, "ok", []string{"93.184.216.34"}},
+		{"SNIFronted", []string{"--allow", "public.test", "--sni", "other.example", "public.test:443"}, 1, "sni-mismatch", []string{"93.184.216.34"}},
+		{"HostFronted", []string{"--allow", "public.test", "--sni", "other.example", "public.test:80"}, 1, "host-mismatch", []string{"93.184.216.34"}},
+		{"SNIUncheckedInPublicMode", []string{"--sni", "other.example", "public.test:443"}, 0, "ok", []string{"93.184.216.34"}},
+		{"BadPattern", []string{"--allow", "a.*.test", "public.test:443"}, 2, `allow[0]: "a.*.test": a wildcard is only`, nil},
+		{"PatternPortNotAllowed", []string{"--allow", "public.test:8080", "public.test:443"}, 2, "port 8080 is not one of", nil},
+		{"BadResolver", []string{"--resolver", "dns.example:53", "public.test:443"}, 2, "want an IP address and port", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errb bytes.Buffer

@@ -20,6 +20,7 @@ import (
 
 	"openvibe.network/agentsandbox"
 	"openvibe.network/agentsandbox/internal/cli"
+	"openvibe.network/agentsandbox/internal/metrics"
 	"openvibe.network/agentsandbox/internal/tlsfiles"
 	"openvibe.network/agentsandbox/sandbox"
 	"openvibe.network/agentsandbox/worker"
@@ -33,6 +34,7 @@ const defaultListen = "127.0.0.1:8088"
 type serveOptions struct {
 	listen, addrFile, apiTokenFile string
 	tlsCertFile, tlsKeyFile        string
+	metricsListen, egressDefault   string
 	capacity                       int
 	selfTestEvery, checkInEvery    time.Duration
 	shutdownTimeout                time.Duration
@@ -53,11 +55,14 @@ func serveCmd(ctx context.Context, args []string, _ io.Reader, _, stderr io.Writ
 	fs.DurationVar(&o.selfTestEvery, "selftest-interval", worker.DefaultSelfTestInterval, "how often the self-test runs again")
 	fs.DurationVar(&o.checkInEvery, "checkin-interval", worker.DefaultCheckInInterval, "how often to check in with Live (±20% jitter)")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long a shutdown waits for API requests in flight")
+	fs.StringVar(&o.metricsListen, "metrics-listen", "", "`ADDR` to serve Prometheus metrics on at /metrics, without the API token (default: none; keep it on loopback)")
+	fs.StringVar(&o.egressDefault, "egress-default", "", "egress policy of a sandbox created without one: none or public (default public)")
 	o.checkIns.register(fs)
 	o.stack.register(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: codes-sandbox serve --api-token-file FILE [--listen ADDR] [--capacity N] [--state-dir DIR]")
 		fmt.Fprintln(stderr, "         [--live-url URL --stream ID --subject PERSON_ID --service-token-file FILE]... [--config FILE]")
+		fmt.Fprintln(stderr, "         [--metrics-listen ADDR] [--egress-default none|public] [--egress-deny PATTERN]... [--egress-resolver IP:PORT]")
 		fmt.Fprintln(stderr, "Runs the worker: the sandbox runtime, the egress proxy, the self-test (at start, every")
 		fmt.Fprintln(stderr, "--selftest-interval and on demand), the check-in loop to each Live, and the API for Codes.")
 		fmt.Fprintln(stderr, "SIGINT/SIGTERM shut it down gracefully and wipe every sandbox. Logs are JSON on stderr.")
@@ -101,6 +106,10 @@ func serve(ctx context.Context, o serveOptions, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	defaultPolicy, err := egressDefault(cmp.Or(o.egressDefault, fc.EgressDefault))
+	if err != nil {
+		return err
+	}
 	// Listen first: an address in use is reported at once, not after the
 	// self-test.
 	ln, err := net.Listen("tcp", cmp.Or(o.listen, fc.Listen, defaultListen))
@@ -111,19 +120,48 @@ func serve(ctx context.Context, o serveOptions, log *slog.Logger) error {
 		log.Warn("the API listens beyond loopback without TLS: its bearer token and every command cross the network in clear; give --tls-cert-file and --tls-key-file",
 			"addr", ln.Addr().String())
 	}
+	mln, err := listenMetrics(cmp.Or(o.metricsListen, fc.MetricsListen), log)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	reg := metrics.NewRegistry()
+	wm := newWorkerMetrics(reg)
 	capacity := cmp.Or(o.capacity, fc.Capacity, sandbox.DefaultCapacity)
 	stc, err := o.stack.config(fc, capacity)
 	if err != nil {
 		ln.Close()
+		if mln != nil {
+			mln.Close()
+		}
 		return err
 	}
 	stc.secrets = append(tokens, token)
+	stc.metrics, stc.onWipe = reg, wm.onWipe
+	for _, t := range targets {
+		stc.liveURLs = append(stc.liveURLs, t.LiveURL)
+	}
+	stc.listeners = listenerPrefixes(ln.Addr())
+	if mln != nil {
+		stc.listeners = append(stc.listeners, listenerPrefixes(mln.Addr())...)
+	}
 	st, err := newStack(stc, log)
 	if err != nil {
 		ln.Close()
+		if mln != nil {
+			mln.Close()
+		}
 		return err
 	}
 	defer st.close()
+	wm.observeStack(st)
+	targets = wm.meterTargets(targets)
+	var metricsDone <-chan error // nil without a listener: never ready
+	if mln != nil {
+		var metricsSrv *http.Server
+		metricsSrv, metricsDone = serveMetrics(reg, mln, log.With("component", "metrics"))
+		defer metricsSrv.Close()
+	}
 	self := st.self(cmp.Or(o.checkIns.workerID, fc.WorkerID, defaultWorkerID()))
 	self.SelfTestMaxAge = 2*o.selfTestEvery + time.Minute
 
@@ -134,13 +172,14 @@ func serve(ctx context.Context, o serveOptions, log *slog.Logger) error {
 	if cert != nil {
 		ln = tls.NewListener(ln, cert.Config())
 	}
-	srv, served, err := startAPI(st, token, ln, o.addrFile, log)
+	srv, served, err := startAPI(st, apiConfig{token: token, egressDefault: defaultPolicy, metrics: wm}, ln, o.addrFile, log)
 	if err != nil {
 		return err
 	}
 	stopReload := reloadOnHangup(cert, log)
 	defer stopReload()
-	log.Info("ready", "capacity", st.rt.Capacity(), "egress", st.proxy != nil, "check_ins", len(targets))
+	log.Info("ready", "capacity", st.rt.Capacity(), "egress", st.proxy != nil, "egress_default", defaultPolicy.Mode,
+		"check_ins", len(targets), "host_addresses", len(st.host.Prefixes()))
 
 	loops, stopLoops := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -159,6 +198,8 @@ func serve(ctx context.Context, o serveOptions, log *slog.Logger) error {
 	select {
 	case <-ctx.Done():
 	case err = <-served:
+	case err = <-metricsDone:
+		err = fmt.Errorf("serve metrics: %w", err)
 	}
 	log.Info("shutting down")
 	stopLoops()
@@ -227,11 +268,27 @@ func apiToken(file string) (string, error) {
 	return token, nil
 }
 
+// apiConfig is what the API needs beside the stack.
+type apiConfig struct {
+	token         string
+	egressDefault agentsandbox.EgressPolicy
+	metrics       *workerMetrics // nil: creates and execs are not timed
+}
+
 // startAPI serves the worker API for Codes on ln and writes its address to
 // addrFile (when set); served gets the server's end.
-func startAPI(st *stack, token string, ln net.Listener, addrFile string, log *slog.Logger) (*http.Server, <-chan error, error) {
+func startAPI(st *stack, ac apiConfig, ln net.Listener, addrFile string, log *slog.Logger) (*http.Server, <-chan error, error) {
+	var rt httpapi.Runtime = st.rt
+	if ac.metrics != nil {
+		rt = meteredRuntime{Runtime: st.rt, m: ac.metrics}
+	}
+	var check func(agentsandbox.EgressPolicy) (agentsandbox.EgressPolicy, error)
+	if st.proxy != nil {
+		check = st.proxy.CheckPolicy
+	}
 	api, err := httpapi.New(httpapi.Config{
-		Runtime: st.rt, Token: token, Egress: st.proxy != nil, Limits: st.limits, Logger: log.With("component", "api"),
+		Runtime: rt, Token: ac.token, Egress: st.proxy != nil, Limits: st.limits, Logger: log.With("component", "api"),
+		EgressDefault: ac.egressDefault, CheckEgress: check,
 		Status:      func() httpapi.Status { return status(st) },
 		RunSelfTest: func(ctx context.Context) (httpapi.SelfTestSummary, error) { return summary(st.tester.Run(ctx)), nil },
 	})

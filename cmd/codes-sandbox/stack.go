@@ -7,13 +7,17 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 
 	"openvibe.network/agentsandbox"
 	"openvibe.network/agentsandbox/egress"
+	"openvibe.network/agentsandbox/egress/policy"
+	"openvibe.network/agentsandbox/internal/metrics"
 	"openvibe.network/agentsandbox/sandbox"
 	"openvibe.network/agentsandbox/sandbox/hostcheck"
 	"openvibe.network/agentsandbox/worker"
@@ -22,13 +26,16 @@ import (
 // stackFlags are the flags of the sandbox stack shared by selftest, checkin
 // and serve.
 type stackFlags struct {
-	stateDir     string
-	noEgress     bool
-	maxOpenFiles int
-	maxPtys      int
-	pool         int
-	limits       limitFlags
-	cgroupParent string
+	stateDir       string
+	noEgress       bool
+	maxOpenFiles   int
+	maxPtys        int
+	pool           int
+	egressResolver string
+	egressDeny     listFlag
+	maxPolicy      int
+	limits         limitFlags
+	cgroupParent   string
 }
 
 func (s *stackFlags) register(fs *flag.FlagSet) {
@@ -41,6 +48,10 @@ func (s *stackFlags) register(fs *flag.FlagSet) {
 	s.limits.register(fs, "every sandbox's default, and the most one may ask for")
 	fs.StringVar(&s.cgroupParent, "cgroup-parent", "",
 		"cgroup below each cgroup mount for the sandboxes' groups (default: on cgroup v2 under systemd, below the service's own delegated cgroup; else codes-sandbox)")
+	fs.StringVar(&s.egressResolver, "egress-resolver", "",
+		"`IP:PORT` of the DNS server the egress guard asks (e.g. a public recursive resolver; default: the system's)")
+	fs.Var(&s.egressDeny, "egress-deny", "`PATTERN` every sandbox is refused, whatever its policy (repeatable; see docs/egress.md)")
+	fs.IntVar(&s.maxPolicy, "egress-max-policy", 0, fmt.Sprintf("most allow and deny entries one sandbox's egress policy may hold (default %d)", policy.DefaultMaxEntries))
 }
 
 // stackConfig is what newStack needs.
@@ -56,6 +67,18 @@ type stackConfig struct {
 	// secrets are values of the worker's (tokens) the self-test must never
 	// find inside a sandbox, beside the canary of its environment.
 	secrets []string
+	// egressResolver, egressDeny and maxPolicy configure the guard (see
+	// the flags); liveURLs are the Live URLs whose addresses the guard
+	// refuses as the host's, listeners the worker's own listening addresses
+	// it refuses as the proxy's.
+	egressResolver string
+	egressDeny     []string
+	maxPolicy      int
+	liveURLs       []string
+	listeners      []netip.Prefix
+	// metrics, when set, gets the proxy's families and the runtime's wipes.
+	metrics *metrics.Registry
+	onWipe  func(reason string, rep sandbox.WipeReport)
 }
 
 // config checks the flags and returns the stack's config for capacity
@@ -69,7 +92,9 @@ func (s *stackFlags) config(fc fileConfig, capacity int) (stackConfig, error) {
 		return stackConfig{}, fmt.Errorf("--pool is %d; give 0 to the capacity (%d), or leave it out for the capacity", s.pool, capacity)
 	}
 	return stackConfig{capacity: capacity, stateDir: cmp.Or(s.stateDir, fc.StateDir), egress: !s.noEgress,
-		maxOpenFiles: s.maxOpenFiles, maxPtys: s.maxPtys, pool: s.pool, limits: limits, cgroupParent: s.cgroupParent}, nil
+		maxOpenFiles: s.maxOpenFiles, maxPtys: s.maxPtys, pool: s.pool, limits: limits, cgroupParent: s.cgroupParent,
+		egressResolver: cmp.Or(s.egressResolver, fc.EgressResolver), egressDeny: append(slices.Clone(fc.EgressDeny), s.egressDeny...),
+		maxPolicy: cmp.Or(s.maxPolicy, fc.EgressMaxPolicy)}, nil
 }
 
 // stack is the runtime, the egress proxy and the self-test of one worker.
@@ -77,6 +102,7 @@ type stack struct {
 	rt     *sandbox.Runtime
 	proxy  *egress.Proxy
 	guard  *egress.Guard
+	host   *egress.HostAddrs
 	tester *worker.SelfTester
 	bwrap  string
 	log    *slog.Logger
@@ -125,11 +151,17 @@ func newStack(cfg stackConfig, log *slog.Logger) (*stack, error) {
 	for _, p := range (hostcheck.Host{Root: "/"}).Problems() {
 		log.Error("this host cannot run sandboxes as it is", "problem", p)
 	}
-	st := &stack{log: log, limits: cfg.limits, guard: egress.NewGuard(egress.GuardConfig{Resolver: net.DefaultResolver})}
+	guard, host, err := newGuard(cfg, log.With("component", "egress"))
+	if err != nil {
+		return nil, err
+	}
+	st := &stack{log: log, limits: cfg.limits, guard: guard, host: host}
 	var attacher sandbox.EgressAttacher
 	if cfg.egress {
-		p, err := egress.NewProxy(egress.ProxyConfig{Guard: st.guard, Logger: log.With("component", "egress")})
+		p, err := egress.NewProxy(egress.ProxyConfig{Guard: st.guard, Logger: log.With("component", "egress"),
+			Metrics: cfg.metrics, MaxPolicyEntries: cfg.maxPolicy})
 		if err != nil {
+			st.close()
 			return nil, fmt.Errorf("start egress proxy: %w", err)
 		}
 		st.proxy, attacher = p, p
@@ -138,7 +170,8 @@ func newStack(cfg stackConfig, log *slog.Logger) (*stack, error) {
 	rt, err := sandbox.NewRuntime(sandbox.Config{
 		Capacity: cfg.capacity, StateDir: stateDir, Egress: attacher, Logger: log.With("component", "sandbox"),
 		InitBinary: initBinary(log.With("component", "sandbox")), MaxOpenFiles: cfg.maxOpenFiles, MaxPtys: cfg.maxPtys,
-		SelfTestSlot: true, Pool: poolSize(cfg.pool, cfg.capacity), PoolEgress: cfg.egress, CgroupParent: cfg.cgroupParent,
+		SelfTestSlot: true, Pool: poolSize(cfg.pool, cfg.capacity), PoolEgress: cfg.egress, OnWipe: cfg.onWipe,
+		CgroupParent: cfg.cgroupParent,
 	})
 	if err != nil {
 		st.close()
@@ -160,6 +193,26 @@ func newStack(cfg stackConfig, log *slog.Logger) (*stack, error) {
 		log.Error("sandbox limits cannot be enforced; no sandbox will start until this is fixed", "problem", p)
 	}
 	return st, nil
+}
+
+// newGuard makes the egress guard of cfg: its resolver, the operator's deny
+// list, the proxy's listeners and the host's own addresses (every
+// interface, followed through netlink, and the Live URLs').
+func newGuard(cfg stackConfig, log *slog.Logger) (*egress.Guard, *egress.HostAddrs, error) {
+	resolver, err := egressResolver(cfg.egressResolver)
+	if err != nil {
+		return nil, nil, err
+	}
+	deny, err := policy.ParseRules("egress-deny", cfg.egressDeny, policy.Limits{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("--egress-deny: %w", err)
+	}
+	live := newLiveAddrs(cfg.liveURLs, net.DefaultResolver, log)
+	host, err := egress.NewHostAddrs(egress.HostAddrsConfig{Netlink: true, Extra: live.prefixes, Logger: log})
+	if err != nil {
+		return nil, nil, err
+	}
+	return egress.NewGuard(egress.GuardConfig{Resolver: resolver, Deny: deny, Self: cfg.listeners, Host: host}), host, nil
 }
 
 // writable reports whether the self-test can put a canary in dir (a home
@@ -184,6 +237,7 @@ func (st *stack) close() {
 			st.log.Error("close egress proxy", "err", err)
 		}
 	}
+	_ = st.host.Close()
 }
 
 // slots is the runtime's state for the report.

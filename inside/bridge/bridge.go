@@ -199,9 +199,12 @@ func ProxyEnv(addr string) map[string]string {
 	return env
 }
 
-// forward joins an in-sandbox proxy client to the proxy socket. When the
-// proxy does not take the connection (the sandbox already has as many as
-// the worker allows), the client is answered 429 with the proxy's reason.
+// forward gives an in-sandbox proxy client to the worker's proxy: it hands
+// the client's connection over on a new connection to the proxy socket
+// (tunnel.Hand), so the proxy serves it directly and no byte of it crosses
+// the bridge; when that cannot be done it joins the two. When the proxy
+// does not take the connection (the sandbox already has as many as the
+// worker allows), the client is answered 429 with the proxy's reason.
 func (b *Bridge) forward(c net.Conn) {
 	defer c.Close()
 	u, err := net.Dial("unix", b.socket)
@@ -210,6 +213,9 @@ func (b *Bridge) forward(c net.Conn) {
 		return
 	}
 	defer u.Close()
+	if tc, ok := c.(*net.TCPConn); ok && tunnel.Hand(u.(*net.UnixConn), tc) == nil {
+		return // the proxy holds the connection now; this copy closes
+	}
 	tunnel.Join(c, u, 0)
 }
 

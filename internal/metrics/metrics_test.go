@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"bytes"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
@@ -30,12 +31,21 @@ func sample() *Registry {
 		h.With("pool").Observe(v)
 	}
 	r.NewGaugeVec("build_info", "Build.", "version").With(`1.0 "quoted"` + "\n").Set(1)
+	r.NewGaugeFunc("slots", "Slots, read at exposition.", func() float64 { return 4 })
+	r.NewGaugeVecFunc("check", "Checks, made at exposition.", []string{"name"}, func(emit func(float64, ...string)) {
+		emit(0, "wipe")
+		emit(1, "seccomp")
+	})
 	return r
 }
 
 const sampleText = `# HELP build_info Build.
 # TYPE build_info gauge
 build_info{version="1.0 \"quoted\"\n"} 1
+# HELP check Checks, made at exposition.
+# TYPE check gauge
+check{name="seccomp"} 1
+check{name="wipe"} 0
 # HELP create_seconds Sandbox creation.\nLine two, with a \\ backslash.
 # TYPE create_seconds histogram
 create_seconds_bucket{kind="pool",le="0.005"} 1
@@ -51,6 +61,9 @@ egress_connections_total{verdict="refused",reason="private-address"} 3
 # HELP sandboxes_active Sandboxes running now.
 # TYPE sandboxes_active gauge
 sandboxes_active 1
+# HELP slots Slots, read at exposition.
+# TYPE slots gauge
+slots 4
 `
 
 func TestWriteText(t *testing.T) {
@@ -71,8 +84,8 @@ func TestParses(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the Prometheus parser refuses the exposition: %v", err)
 	}
-	if got := len(fams); got != 4 {
-		t.Fatalf("%d families, want 4", got)
+	if got := len(fams); got != 6 {
+		t.Fatalf("%d families, want 6", got)
 	}
 	h := fams["create_seconds"].GetMetric()[0].GetHistogram()
 	if h.GetSampleCount() != 3 || len(h.GetBucket()) != 4 {
@@ -158,6 +171,12 @@ func TestMisuse(t *testing.T) {
 		{"LabelCount", func() { NewRegistry().NewCounterVec("x", "h", "a").With() }},
 		{"CounterDown", func() { NewRegistry().NewCounter("x", "h").Add(-1) }},
 		{"Bounds", func() { NewRegistry().NewHistogramVec("x", "h", []float64{2, 1}) }},
+		{"FuncLabelCount", func() {
+			r := NewRegistry()
+			r.NewGaugeVecFunc("x", "h", []string{"a"}, func(emit func(float64, ...string)) { emit(1) })
+			r.WriteText(io.Discard)
+		}},
+		{"FuncDuplicate", func() { r := NewRegistry(); r.NewGauge("x", "h"); r.NewGaugeFunc("x", "h", nil) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			defer func() {

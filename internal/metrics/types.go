@@ -153,3 +153,37 @@ func writeHistograms(v *vec[Histogram], w io.Writer) {
 		fmt.Fprintf(w, "%s_count%s %d\n", v.name, labelText(v.labels, s.values), count)
 	}
 }
+
+// NewGaugeFunc registers a gauge without labels whose value is read from
+// value at every exposition (value must be quick and safe for concurrent
+// use). It panics on an invalid or duplicate name.
+func (r *Registry) NewGaugeFunc(name, help string, value func() float64) {
+	r.NewGaugeVecFunc(name, help, nil, func(emit func(float64, ...string)) { emit(value()) })
+}
+
+// NewGaugeVecFunc registers a gauge family whose series are made at every
+// exposition: collect calls emit once per series with its value and label
+// values (in the order of labels). Series are written in label-value order;
+// a call with the wrong number of values panics. It panics on an invalid or
+// duplicate name.
+func (r *Registry) NewGaugeVecFunc(name, help string, labels []string, collect func(emit func(value float64, values ...string))) {
+	v := &vec[Gauge]{name: name, help: help, kind: "gauge", labels: slices.Clone(labels)}
+	r.register(name, labels, writer(func(w io.Writer) {
+		type sample struct {
+			values []string
+			value  float64
+		}
+		var samples []sample
+		collect(func(value float64, values ...string) {
+			if len(values) != len(v.labels) {
+				panic(fmt.Sprintf("metrics: %s takes %d label values, got %d", name, len(v.labels), len(values)))
+			}
+			samples = append(samples, sample{slices.Clone(values), value})
+		})
+		slices.SortFunc(samples, func(a, b sample) int { return slices.Compare(a.values, b.values) })
+		v.header(w)
+		for _, s := range samples {
+			fmt.Fprintf(w, "%s%s %s\n", name, labelText(v.labels, s.values), formatFloat(s.value))
+		}
+	}))
+}

@@ -1,6 +1,8 @@
 // Package tunnel joins two connections, copying each way until both end
 // (with splice(2) between sockets, so the bytes never cross user space),
-// with an optional idle timeout. The egress proxy's CONNECT tunnels and the
+// with an optional idle timeout; and hands a connection's descriptor to the
+// process at the other end of a unix socket (Hand, Take), so that it serves
+// the connection itself. The egress proxy's CONNECT tunnels and the
 // in-sandbox bridge both use it.
 package tunnel
 

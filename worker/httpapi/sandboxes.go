@@ -21,6 +21,9 @@ type CreateRequest struct {
 	Env map[string]string `json:"env,omitempty"`
 	// Browser asks for a sandbox in which a headless browser works.
 	Browser bool `json:"browser,omitempty"`
+	// Egress is what the sandbox may reach (default: the worker's default,
+	// public unless configured otherwise).
+	Egress *agentsandbox.EgressPolicy `json:"egress,omitempty"`
 	// Limits are the sandbox's own, within the worker's (which its zero or
 	// absent fields take).
 	Limits *agentsandbox.Limits `json:"limits,omitempty"`
@@ -48,6 +51,8 @@ type Sandbox struct {
 	CreatedAt time.Time     `json:"created_at"`
 	ExpiresAt time.Time     `json:"expires_at"`
 	Limits    SandboxLimits `json:"limits"`
+	// Egress is the policy the sandbox runs under, in canonical form.
+	Egress agentsandbox.EgressPolicy `json:"egress"`
 }
 
 // SandboxState is the answer to GET /v1/sandboxes/{id}: the sandbox, its
@@ -91,6 +96,7 @@ func sandboxOf(in sandbox.Info) Sandbox {
 			CPUPercent:     in.Limits.CPUPercent,
 			TimeBoxMinutes: int(in.ExpiresAt.Sub(in.CreatedAt).Round(time.Minute) / time.Minute),
 		},
+		Egress: egressView(in),
 	}
 }
 
@@ -143,12 +149,12 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) error {
 		return &Error{Status: statusOf(CodeNoBrowser), Code: CodeNoBrowser,
 			Message: "no browser on this worker; create the sandbox without `browser` or use a worker that reports browser: true"}
 	}
-	info, err := s.cfg.Runtime.Create(r.Context(), sandbox.Options{
-		TimeBox: time.Duration(minutes) * time.Minute,
-		Limits:  limits,
-		Env:     req.Env,
-		Egress:  s.cfg.Egress,
-	})
+	opts, err := s.egressOptions(req.Egress)
+	if err != nil {
+		return err
+	}
+	opts.TimeBox, opts.Limits, opts.Env = time.Duration(minutes)*time.Minute, limits, req.Env
+	info, err := s.cfg.Runtime.Create(r.Context(), opts)
 	if err != nil {
 		return fmt.Errorf("create sandbox: %w", err)
 	}
@@ -159,7 +165,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) error {
 		addLog(r.Context(), slog.String("abandoned", info.ID), slog.Bool("wiped", derr == nil && rep.Verified))
 		return fmt.Errorf("create sandbox: client gone: %w", err)
 	}
-	addLog(r.Context(), slog.String("created", info.ID))
+	addLog(r.Context(), slog.String("created", info.ID), slog.String("egress", egressView(info).Mode))
 	writeJSON(w, http.StatusCreated, sandboxOf(info))
 	return nil
 }

@@ -111,8 +111,17 @@ type Config struct {
 	// Browser says a headless browser works in this worker's sandboxes;
 	// without it a create asking for one is refused with 400.
 	Browser bool
-	// Egress gives every sandbox a way out through the worker's egress proxy.
+	// Egress says the worker has an egress proxy: sandboxes get a way out
+	// through it under their policy (without it, only mode none).
 	Egress bool
+	// EgressDefault is the policy of a create that gives none (zero: public
+	// with a proxy, none without).
+	EgressDefault agentsandbox.EgressPolicy
+	// CheckEgress validates a create's policy and returns it in canonical
+	// form; a *policy.Error is answered 400 with its message (the worker
+	// wires its proxy's, which knows its ports and size limit). Nil:
+	// policy.Compile with the default limits.
+	CheckEgress func(agentsandbox.EgressPolicy) (agentsandbox.EgressPolicy, error)
 	// Limits are the limits of a sandbox that asks for none, and the most
 	// one may ask for (set every field: agentsandbox.Limits.WithDefaults).
 	Limits agentsandbox.Limits

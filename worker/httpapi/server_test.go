@@ -123,18 +123,19 @@ func TestNew(t *testing.T) {
 func TestCreateLimits(t *testing.T) {
 	bounds := agentsandbox.Limits{MemoryMB: 512, Pids: 64} // the rest: the defaults
 	worker := bounds.WithDefaults()
+	public := agentsandbox.EgressPolicy{Mode: agentsandbox.EgressPublic}
 	for _, tc := range []struct {
 		name, body string
 		want       sandbox.Options // when created
 		wantErr    string          // the message, when refused
 	}{
 		{name: "WorkerLimits", body: `{"time_box_minutes":7}`,
-			want: sandbox.Options{TimeBox: 7 * time.Minute, Egress: true, Limits: worker}},
+			want: sandbox.Options{TimeBox: 7 * time.Minute, Egress: true, EgressPolicy: public, Limits: worker}},
 		{name: "OwnWithinBounds", body: `{"limits":{"memory_mb":128,"cpu_percent":50}}`,
-			want: sandbox.Options{TimeBox: 5 * time.Minute, Egress: true,
+			want: sandbox.Options{TimeBox: 5 * time.Minute, Egress: true, EgressPolicy: public,
 				Limits: agentsandbox.Limits{MemoryMB: 128, DiskMB: worker.DiskMB, Pids: 64, CPUPercent: 50}}},
 		{name: "AtBounds", body: `{"limits":{"memory_mb":512,"disk_mb":512,"pids":64,"cpu_percent":100}}`,
-			want: sandbox.Options{TimeBox: 5 * time.Minute, Egress: true, Limits: worker}},
+			want: sandbox.Options{TimeBox: 5 * time.Minute, Egress: true, EgressPolicy: public, Limits: worker}},
 		{name: "ErrOverBound", body: `{"limits":{"memory_mb":513}}`,
 			wantErr: "limits.memory_mb is 513; give 16 to 512 (this worker's bounds)"},
 		{name: "ErrUnderMinimum", body: `{"limits":{"pids":8}}`,

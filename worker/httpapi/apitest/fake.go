@@ -62,7 +62,7 @@ func (f *Fake) Create(_ context.Context, opts sandbox.Options) (sandbox.Info, er
 		tb = agentsandbox.DefaultTimeBox
 	}
 	info := sandbox.Info{ID: fmt.Sprintf("sb-%d", f.next), Slot: f.next, CreatedAt: now, ExpiresAt: now.Add(tb),
-		Limits: opts.Limits.WithDefaults()}
+		Limits: opts.Limits.WithDefaults(), Egress: opts.Egress, EgressPolicy: opts.EgressPolicy}
 	f.boxes[info.ID] = &box{info: info, files: map[string][]byte{}}
 	f.created = append(f.created, opts)
 	return info, nil
