@@ -202,24 +202,18 @@ func defaultWorkerID() string {
 // printing each of Live's answers as JSON. Exit 0 only when every target
 // registered the worker.
 func checkinCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("checkin", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := cli.NewFlagSet("codes-sandbox checkin", "--once --live-url URL --stream ID --subject PERSON_ID [--service-token-file FILE] [flags]",
+		"Runs the self-test, builds the report and checks in once with each target; prints Live's answers.")
 	var cf checkInFlags
 	cf.register(fs)
 	once := fs.Bool("once", false, "check in once and print Live's answer (required; the loop runs in serve)")
 	var sf stackFlags
 	sf.register(fs)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: codes-sandbox checkin --once --live-url URL --stream ID --subject PERSON_ID [--service-token-file FILE] [flags]")
-		fmt.Fprintln(stderr, "Runs the self-test, builds the report and checks in once with each target; prints Live's answers.")
-		fs.PrintDefaults()
-	}
-	if code, ok := cli.ParseFlags(fs, args); !ok {
+	if code, ok := cli.Parse(fs, args, 0, 0, stdout, stderr); !ok {
 		return code
 	}
-	if !*once || fs.NArg() != 0 {
-		fs.Usage()
-		return 2
+	if !*once {
+		return cli.UsageError(fs, stderr, "--once is required (the check-in loop runs in serve)")
 	}
 	fc, err := loadConfig(cf.configFile)
 	if err != nil {

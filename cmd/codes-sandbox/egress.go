@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -17,20 +16,13 @@ import (
 	"openvibe.network/agentsandbox/internal/cli"
 )
 
-// egressUsage is the synopsis of the egress tools.
-const egressUsage = "usage: codes-sandbox egress check [--allow PATTERN]... [--deny PATTERN]... [--sni NAME] [--ports 80,443] [--resolver IP:PORT] HOST:PORT"
-
 // egressCmd dispatches the egress tools.
-func egressCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	if len(args) == 1 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
-		fmt.Fprintln(stderr, egressUsage)
-		return 0
-	}
-	if len(args) == 0 || args[0] != "check" {
-		fmt.Fprintln(stderr, egressUsage)
-		return 2
-	}
-	return egressCheck(ctx, args[1:], nil, stdout, stderr)
+func egressCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return cli.Program{Name: "codes-sandbox egress", Commands: []cli.Command{
+		{Name: "check", Summary: "print the egress guard's verdict on HOST:PORT, without connecting", Run: func(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
+			return egressCheck(ctx, args, nil, stdout, stderr)
+		}},
+	}}.Run(ctx, args, stdin, stdout, stderr)
 }
 
 // checkOutput is what egress check prints: the verdict and the policy it
@@ -48,20 +40,16 @@ type checkOutput struct {
 // (nil: --resolver's, or the system's), and only after the policy let them
 // through.
 func egressCheck(ctx context.Context, args []string, resolver egress.Resolver, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("egress check", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := cli.NewFlagSet("codes-sandbox egress check", "[--allow PATTERN]... [--deny PATTERN]... [--sni NAME] [--ports 80,443] [--resolver IP:PORT] HOST:PORT",
+		"Prints, as JSON, the egress guard's verdict on HOST:PORT under the policy the flags give, without connecting:\nexit 0 allowed, 1 refused, 2 usage.")
 	portList := fs.String("ports", "80,443", "allowed destination ports, comma-separated")
 	var allow, deny listFlag
 	fs.Var(&allow, "allow", "`PATTERN` the sandbox may reach (repeatable; any makes the policy mode allow)")
 	fs.Var(&deny, "deny", "`PATTERN` the sandbox may not reach (repeatable)")
 	sni := fs.String("sni", "", "the `NAME` a client would send as TLS SNI (on port 80: as Host)")
 	resolverAddr := fs.String("resolver", "", "`IP:PORT` of the DNS server to ask (default: the system's)")
-	if code, ok := cli.ParseFlags(fs, args); !ok {
+	if code, ok := cli.Parse(fs, args, 1, 1, stdout, stderr); !ok {
 		return code
-	}
-	if fs.NArg() != 1 {
-		fmt.Fprintln(stderr, egressUsage)
-		return 2
 	}
 	fail := func(err error) int {
 		fmt.Fprintf(stderr, "codes-sandbox egress check: %v\n", err)

@@ -36,8 +36,8 @@ func TestEgressCheck(t *testing.T) {
 		{"PortsFlag", []string{"--ports", "22", "93.184.216.34:22"}, 0, "ok", []string{"93.184.216.34"}},
 		{"Numeric", []string{"0x7f.1:80"}, 1, "not-canonical-host", []string{}},
 		{"Unresolvable", []string{"nowhere.test:443"}, 1, "resolve-failed", []string{}},
-		{"NoArgs", nil, 2, egressUsage, nil},
-		{"TwoArgs", []string{"a:80", "b:80"}, 2, egressUsage, nil},
+		{"NoArgs", nil, 2, "codes-sandbox egress check: want 1 argument(s), got 0", nil},
+		{"TwoArgs", []string{"a:80", "b:80"}, 2, "codes-sandbox egress check: want 1 argument(s), got 2", nil},
 		{"BadPortsFlag", []string{"--ports", "x", "a:80"}, 2, `bad port "x"`, nil},
 		{"ZeroPort", []string{"--ports", "80,0", "a:80"}, 2, `bad port "0"`, nil},
 		// Policies: the name is checked before any lookup (nowhere.test
@@ -84,20 +84,22 @@ func TestEgressCheck(t *testing.T) {
 
 func TestEgressCmdUsage(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		args []string
-		code int
-		want string
+		name             string
+		args             []string
+		code             int
+		wantOut, wantErr string // substrings; "" means nothing
 	}{
-		{"Unknown", []string{"nope"}, 2, egressUsage},
-		{"Help", []string{"--help"}, 0, egressUsage},
-		{"CheckHelp", []string{"check", "--help"}, 0, "-ports"},
+		{"Unknown", []string{"nope"}, 2, "", `codes-sandbox egress: unknown command "nope"`},
+		{"None", nil, 2, "", "usage: codes-sandbox egress COMMAND"},
+		{"Help", []string{"--help"}, 0, "usage: codes-sandbox egress COMMAND", ""},
+		{"CheckHelp", []string{"check", "--help"}, 0, "-ports", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errb bytes.Buffer
 			code := egressCmd(context.Background(), tc.args, nil, &out, &errb)
-			if code != tc.code || out.Len() != 0 || !strings.Contains(errb.String(), tc.want) {
-				t.Fatalf("exit %d (stdout %q stderr %q), want %d and %q on stderr", code, out.String(), errb.String(), tc.code, tc.want)
+			if code != tc.code || (tc.wantOut == "") != (out.Len() == 0) || !strings.Contains(out.String(), tc.wantOut) ||
+				(tc.wantErr == "") != (errb.Len() == 0) || !strings.Contains(errb.String(), tc.wantErr) {
+				t.Fatalf("exit %d stdout %q stderr %q, want %d, %q and %q", code, out.String(), errb.String(), tc.code, tc.wantOut, tc.wantErr)
 			}
 		})
 	}

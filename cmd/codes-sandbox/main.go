@@ -18,6 +18,7 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+	"openvibe.network/agentsandbox/internal/buildinfo"
 	"openvibe.network/agentsandbox/internal/cli"
 )
 
@@ -54,7 +55,7 @@ func main() {
 // dispatch is the whole command after the init check, in process: tests
 // call it directly.
 func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	return cli.Dispatch(ctx, "codes-sandbox", commands(), args, stdin, stdout, stderr)
+	return cli.Program{Name: "codes-sandbox", Commands: commands(), Version: buildinfo.Read().String()}.Run(ctx, args, stdin, stdout, stderr)
 }
 
 // randomHex returns n random bytes in hex.

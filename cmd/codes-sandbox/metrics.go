@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"time"
 
+	"openvibe.network/agentsandbox/internal/buildinfo"
+
 	"openvibe.network/agentsandbox"
 	"openvibe.network/agentsandbox/client"
 	"openvibe.network/agentsandbox/internal/metrics"
@@ -60,7 +62,9 @@ type workerMetrics struct {
 
 // newWorkerMetrics registers the families that do not need the stack.
 func newWorkerMetrics(reg *metrics.Registry) *workerMetrics {
-	reg.NewGaugeVec(metricBuildInfo, "The worker's build: 1, with its version.", "version").With(version).Set(1)
+	build := buildinfo.Read()
+	reg.NewGaugeVec(metricBuildInfo, "The worker's build: always 1, with its version, VCS revision and Go version as labels.",
+		"version", "revision", "goversion").With(build.Version, build.Revision, build.GoVersion).Set(1)
 	return &workerMetrics{
 		reg:          reg,
 		created:      reg.NewCounterVec(metricCreated, "Sandboxes created through the API, by egress mode.", "egress"),

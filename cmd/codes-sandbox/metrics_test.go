@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 
+	"openvibe.network/agentsandbox/internal/buildinfo"
+
 	"openvibe.network/agentsandbox/client"
 	"openvibe.network/agentsandbox/egress"
 	"openvibe.network/agentsandbox/internal/metrics"
@@ -87,8 +89,9 @@ func TestMetricsServed(t *testing.T) {
 		t.Fatalf("GET /metrics: %d", resp.StatusCode)
 	}
 	text := string(body)
+	build := buildinfo.Read()
 	for _, want := range []string{
-		`codes_sandbox_build_info{version="` + version + `"} 1`,
+		`codes_sandbox_build_info{version="` + build.Version + `",revision="` + build.Revision + `",goversion="` + build.GoVersion + `"} 1`,
 		`codes_sandbox_sandboxes_wiped_total{reason="deleted"} 1`,
 		`codes_sandbox_sandboxes_wiped_total{reason="time_box"} 1`,
 		`codes_sandbox_wipe_failures_total 1`,

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,31 +12,22 @@ import (
 	"openvibe.network/agentsandbox/sandbox"
 )
 
-const runUsage = `usage: codes-sandbox run [flags] -- CMD [ARGS...]
-
-Runs CMD in a fresh sandbox (no network, read-only OS, tmpfs /workspace,
+const runHelp = `Runs CMD in a fresh sandbox (no network, read-only OS, tmpfs /workspace,
 cgroup limits, time box), passes stdin, stdout and stderr through, wipes the
 sandbox (also on Ctrl-C) and exits with CMD's exit code. When a limit ends
 CMD, the exit code is non-zero (137 when killed) and one line on stderr names
-the limit. Must run as root (the sandbox itself runs as an unprivileged uid).
+the limit. Must run as root (the sandbox itself runs as an unprivileged uid).`
 
-flags:`
-
-// runCmd runs one command in a fresh sandbox; see runUsage.
+// runCmd runs one command in a fresh sandbox; see runHelp.
 func runCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, runUsage)
-		fs.PrintDefaults()
-	}
+	fs := cli.NewFlagSet("codes-sandbox run", "[flags] -- CMD [ARGS...]", runHelp)
 	env := envFlags{}
 	var o sandbox.Options
 	var lf limitFlags
 	fs.DurationVar(&o.TimeBox, "time-box", agentsandbox.DefaultTimeBox, "how long the sandbox may live (1s to 30m)")
 	lf.register(fs, "of the sandbox")
 	fs.Var(env, "env", "K=V added to the command's environment (repeatable)")
-	if code, ok := cli.ParseFlags(fs, args); !ok {
+	if code, ok := cli.Parse(fs, args, 0, -1, stdout, stderr); !ok {
 		return code
 	}
 	if fs.NArg() == 0 {

@@ -60,7 +60,6 @@ func TestRunCmd(t *testing.T) {
 		{name: "ErrMemoryZero", args: []string{"--memory-mb", "0", "--", "true"}, wantCode: 2, wantStderr: "--memory-mb is 0; give at least 16"},
 		{name: "ErrCPUNegative", args: []string{"--cpu-percent", "-5", "--", "true"}, wantCode: 2, wantStderr: "--cpu-percent is -5; give at least 1"},
 		{name: "ErrEnvName", args: []string{"--env", "1X=2", "--", "true"}, wantCode: 2, wantStderr: `"1X" is not a valid variable name`},
-		{name: "Help", args: []string{"--help"}, wantCode: 0, wantStderr: "usage: codes-sandbox run"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.sandbox {

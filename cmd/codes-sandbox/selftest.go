@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -13,30 +12,17 @@ import (
 	"openvibe.network/agentsandbox/worker"
 )
 
-// version is the worker's version in its reports (set with -ldflags -X).
-var version = "0.1.0-dev"
-
 // selftestCmd runs the self-test once and prints a table (or JSON with
 // --json). Exit 0 only when every check passed.
 func selftestCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("selftest", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := cli.NewFlagSet("codes-sandbox selftest", "[--json] [--state-dir DIR] [--no-egress] [flags]",
+		"Proves each isolation fact with probes in one real sandbox (needs root, bubblewrap, cgroups).\nExit 0 only when every check passes.")
 	asJSON := fs.Bool("json", false, "print {checks, not_run, reasons, checked_at, passed} as JSON")
 	verbose := fs.Bool("v", false, "log the runtime's lines (JSON) on stderr")
 	var sf stackFlags
 	sf.register(fs)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: codes-sandbox selftest [--json] [--state-dir DIR] [--no-egress]")
-		fmt.Fprintln(stderr, "Proves each isolation fact with probes in one real sandbox (needs root, bubblewrap, cgroups).")
-		fmt.Fprintln(stderr, "Exit 0 only when every check passes.")
-		fs.PrintDefaults()
-	}
-	if code, ok := cli.ParseFlags(fs, args); !ok {
+	if code, ok := cli.Parse(fs, args, 0, 0, stdout, stderr); !ok {
 		return code
-	}
-	if fs.NArg() != 0 {
-		fs.Usage()
-		return 2
 	}
 	logOut := io.Discard
 	if *verbose {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -42,10 +41,18 @@ type serveOptions struct {
 	stack                          stackFlags
 }
 
-func serveCmd(ctx context.Context, args []string, _ io.Reader, _, stderr io.Writer) int {
+// serveHelp is what serve --help says after its synopsis.
+const serveHelp = `Runs the worker: the sandbox runtime, the egress proxy, the self-test (at start, every
+--selftest-interval and on demand), the check-in loop to each Live, and the API for Codes.
+SIGINT/SIGTERM shut it down gracefully and wipe every sandbox; SIGHUP reloads the TLS
+certificate. Logs are JSON on stderr.`
+
+func serveCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	var o serveOptions
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := cli.NewFlagSet("codes-sandbox serve", `--api-token-file FILE [--listen ADDR] [--capacity N] [--state-dir DIR]
+         [--live-url URL --stream ID --subject PERSON_ID --service-token-file FILE]... [--config FILE]
+         [--metrics-listen ADDR] [--egress-default none|public] [--egress-deny PATTERN]... [--egress-resolver IP:PORT]
+         [--tls-cert-file FILE --tls-key-file FILE]`, serveHelp)
 	fs.StringVar(&o.listen, "listen", "", "address of the API for OpenVibe.Codes, port 0 picks a free one (default "+defaultListen+")")
 	fs.StringVar(&o.addrFile, "addr-file", "", "write the address actually listened on to this file once listening")
 	fs.StringVar(&o.apiTokenFile, "api-token-file", "", "file holding the API's bearer token (required)")
@@ -59,21 +66,8 @@ func serveCmd(ctx context.Context, args []string, _ io.Reader, _, stderr io.Writ
 	fs.StringVar(&o.egressDefault, "egress-default", "", "egress policy of a sandbox created without one: none or public (default public)")
 	o.checkIns.register(fs)
 	o.stack.register(fs)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: codes-sandbox serve --api-token-file FILE [--listen ADDR] [--capacity N] [--state-dir DIR]")
-		fmt.Fprintln(stderr, "         [--live-url URL --stream ID --subject PERSON_ID --service-token-file FILE]... [--config FILE]")
-		fmt.Fprintln(stderr, "         [--metrics-listen ADDR] [--egress-default none|public] [--egress-deny PATTERN]... [--egress-resolver IP:PORT]")
-		fmt.Fprintln(stderr, "Runs the worker: the sandbox runtime, the egress proxy, the self-test (at start, every")
-		fmt.Fprintln(stderr, "--selftest-interval and on demand), the check-in loop to each Live, and the API for Codes.")
-		fmt.Fprintln(stderr, "SIGINT/SIGTERM shut it down gracefully and wipe every sandbox. Logs are JSON on stderr.")
-		fs.PrintDefaults()
-	}
-	if code, ok := cli.ParseFlags(fs, args); !ok {
+	if code, ok := cli.Parse(fs, args, 0, 0, stdout, stderr); !ok {
 		return code
-	}
-	if fs.NArg() != 0 {
-		fs.Usage()
-		return 2
 	}
 	if setFlags(fs)["capacity"] && (o.capacity < 1 || o.capacity > sandbox.MaxCapacity) {
 		fmt.Fprintf(stderr, "codes-sandbox serve: --capacity is %d; give 1 to %d\n", o.capacity, sandbox.MaxCapacity)

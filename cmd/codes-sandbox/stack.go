@@ -14,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 
+	"openvibe.network/agentsandbox/internal/buildinfo"
+
 	"openvibe.network/agentsandbox"
 	"openvibe.network/agentsandbox/egress"
 	"openvibe.network/agentsandbox/egress/policy"
@@ -247,7 +249,7 @@ func (st *stack) slots() worker.Slots {
 
 // self is what the worker says of itself in its reports.
 func (st *stack) self(workerID string) worker.Self {
-	return worker.Self{WorkerID: workerID, Version: version, Bubblewrap: st.bwrap, Limits: st.limits}
+	return worker.Self{WorkerID: workerID, Version: buildinfo.Read().Version, Bubblewrap: st.bwrap, Limits: st.limits}
 }
 
 // bwrapVersion returns the version `bwrap --version` prints, "" if unknown.
