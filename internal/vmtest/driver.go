@@ -12,8 +12,7 @@ import (
 var validName = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
 
 // writeDriver writes dir/vmtest/driver.sh, the script the guest runs: it
-// copies the share's bin/ to GuestBin, records the guest's uptime, then
-// runs each command under timeout(1) and leaves, per command i,
+// copies the share's bin/ to GuestBin, then runs each command under timeout(1) and leaves, per command i,
 // dir/vmtest/i.out (stdout and stderr), i.code (the exit code) and i.ms
 // (the wall time in milliseconds). Results of an earlier run are removed.
 func writeDriver(dir string, cmds []Command) error {
@@ -40,7 +39,6 @@ func driverScript(cmds []Command) (string, error) {
 	b.WriteString(`# Written by internal/vmtest: runs the commands of one boot in order.
 set -u
 out=` + GuestShare + `/vmtest
-cut -d' ' -f1 /proc/uptime >"$out/uptime"
 mkdir -p ` + GuestBin + `
 chmod 0755 ` + filepath.Dir(GuestBin) + ` ` + GuestBin + `
 if [ -d ` + GuestShare + `/bin ]; then cp -a ` + GuestShare + `/bin/. ` + GuestBin + `/ || exit 1; fi

@@ -243,7 +243,7 @@ func Run(ctx context.Context, cfg Config, dir string, cmds []Command) (*Report, 
 	start := time.Now()
 	runErr := cmd.Run()
 	rep := &Report{Wall: time.Since(start), Log: log.String(), ConsoleLog: filepath.Join(dir, ".vm", "console.log")}
-	if b, err := os.ReadFile(filepath.Join(dir, "vmtest", "uptime")); err == nil {
+	if b, err := os.ReadFile(filepath.Join(dir, ".vm", "started")); err == nil {
 		if s, err := strconv.ParseFloat(strings.Fields(string(b) + " 0")[0], 64); err == nil {
 			rep.Boot = time.Duration(s * float64(time.Second))
 		}

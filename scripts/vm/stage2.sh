@@ -2,8 +2,9 @@
 # stage2.sh: PID 1 of the guest in plain mode (bash from the host's /usr,
 # after init.sh's switch_root). bash reaps every child, adopted orphans too,
 # so no zombie outlives its sandbox. It brings lo up, runs the command that
-# run.sh left in /share/.vm/cmd with its output in /share/.vm/output, writes
-# its exit code to /share/.vm/exitcode, and powers the guest off.
+# run.sh left in /share/.vm/cmd with its output in /share/.vm/output (first
+# writing the guest's uptime to /share/.vm/started), writes its exit code to
+# /share/.vm/exitcode, and powers the guest off.
 #
 # Under systemd (vm.mode=systemd) the unit agentsandbox-vm-run.service runs
 # this script with --unit: it only runs the command, and the unit's
@@ -36,6 +37,8 @@ if [[ ! -r $vm/cmd ]]; then
 	poweroff
 fi
 log "running $vm/cmd"
+# The boot is over: run.sh stops waiting for it (and never boots again).
+cut -d' ' -f1 /proc/uptime >"$vm/started"
 start=$(date +%s%N)
 (cd /share && exec /bin/bash "$vm/cmd") </dev/null >"$vm/output" 2>&1
 code=$?
