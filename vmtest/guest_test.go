@@ -72,6 +72,12 @@ func boot(t *testing.T, cfg ivm.Config, tests, cmds []string, run []ivm.Command)
 	}
 	rep, err := ivm.Run(ctx, cfg, dir, run)
 	if err != nil {
+		if rep == nil {
+			t.Fatal(err)
+		}
+		for _, res := range rep.Results {
+			t.Logf("%s: exit %d; output ends:\n%s", res.Name, res.ExitCode, tail(res.Output, 40))
+		}
 		t.Fatalf("%v\n%s", err, rep.Log)
 	}
 	t.Logf("guest: booted in %v (kernel start to first command), whole run %v", rep.Boot.Round(100*time.Millisecond), rep.Wall.Round(time.Second))

@@ -58,7 +58,8 @@ type Command struct {
 // Result is what one Command did in the guest.
 type Result struct {
 	Name string
-	// ExitCode is the command's exit code; 124 when its Timeout ended it.
+	// ExitCode is the command's exit code; 124 when its Timeout ended it;
+	// -1 when the guest stopped before it ended (Run then also errs).
 	ExitCode int
 	// Output is its stdout and stderr, interleaved as written.
 	Output string
@@ -85,7 +86,8 @@ type Config struct {
 
 // Report is the outcome of one boot.
 type Report struct {
-	// Results holds one Result per Command that ran, in order.
+	// Results holds one Result per Command that ran, in order (with Run's
+	// error, the last may be one that did not finish).
 	Results []Result
 	// Boot is the guest's uptime when its first command started: the
 	// kernel's start up to a ready userspace (qemu's own start excluded).
@@ -251,6 +253,10 @@ func Run(ctx context.Context, cfg Config, dir string, cmds []Command) (*Report, 
 	for i, c := range cmds {
 		res, err := readResult(dir, i, c.Name)
 		if err != nil {
+			if out, oerr := os.ReadFile(filepath.Join(dir, "vmtest", strconv.Itoa(i)+".out")); oerr == nil {
+				// It started but did not finish: keep what it printed.
+				rep.Results = append(rep.Results, Result{Name: c.Name, ExitCode: -1, Output: string(out)})
+			}
 			return rep, fmt.Errorf("vmtest: no result for %s (run.sh: %v): %w", c.Name, runErr, err)
 		}
 		rep.Results = append(rep.Results, res)
