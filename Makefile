@@ -4,7 +4,7 @@ export PATH := /usr/local/go/bin:$(PATH)
 GO ?= go
 BIN := bin
 
-.PHONY: all build deps lint test demo golden-check clean
+.PHONY: all build deps lint test demo golden-check clean vm-deps vm-test cross-arm64
 
 all: build
 
@@ -19,8 +19,25 @@ lint:
 	$(GO) vet ./...
 	scripts/staticcheck.sh
 
+# test: the host's suites (every package but vmtest/), then the guest suites.
+# The guest runs on its own so that its two emulated CPUs do not compete with
+# the host tests' time bounds.
 test: deps lint
-	$(GO) test -race -count=1 -timeout 30m ./...
+	$(GO) test -race -count=1 -timeout 30m $$($(GO) list ./... | grep -v '/vmtest$$')
+	$(MAKE) vm-test
+
+vm-deps:
+	@scripts/vm/deps.sh
+
+# vm-test: the sandbox suites, the self-test and the e2e test in a real
+# cgroup-v2-only Linux guest under qemu, and a systemd guest (docs/hosts.md).
+vm-test: vm-deps
+	$(GO) test -count=1 -v -timeout 25m ./vmtest/
+
+# cross-arm64: every package type-checks, and both commands build, for linux/arm64.
+cross-arm64:
+	GOOS=linux GOARCH=arm64 $(GO) vet ./...
+	GOOS=linux GOARCH=arm64 $(GO) build -o /dev/null ./cmd/...
 
 demo: deps build
 	scripts/demo.sh

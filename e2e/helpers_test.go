@@ -25,6 +25,11 @@ import (
 // wait bounds every wait of these tests (generous: the machine is loaded).
 const wait = 60 * time.Second
 
+// BinDirEnv names a directory that already holds ovlive and codes-sandbox
+// (the guest suite in vmtest/ builds them on the host, as the guest has no
+// Go toolchain state to build with); when it is set, binaries uses them.
+const BinDirEnv = "AGENTSANDBOX_E2E_BIN"
+
 var (
 	buildOnce sync.Once
 	binDir    string
@@ -32,10 +37,13 @@ var (
 )
 
 // binaries builds ovlive and codes-sandbox once per test binary and returns
-// their directory.
+// their directory (or returns $AGENTSANDBOX_E2E_BIN, see BinDirEnv).
 func binaries(t *testing.T) string {
 	t.Helper()
 	testenv.RequireSandbox(t)
+	if dir := os.Getenv(BinDirEnv); dir != "" {
+		return dir
+	}
 	buildOnce.Do(func() {
 		binDir, buildErr = os.MkdirTemp("", "agentsandbox-e2e-bin-")
 		if buildErr != nil {

@@ -8,7 +8,13 @@
 // checked), ptrace and cross-process memory access, bpf, perf, io_uring,
 // userfaultfd, the keyring, kexec and modules, file handles, and changes to
 // machine-wide state (clocks, swap, reboot, accounting, quotas). Only the
-// native x86_64 ABI is allowed: an i386 or x32 syscall kills the process.
+// native ABI is allowed: on x86_64 an i386 or x32 syscall kills the process,
+// on arm64 a 32-bit ARM one does.
+//
+// The policy is one list of refusals (policy.go) and one table of syscall
+// numbers per architecture (table_x86_64.go, table_aarch64.go); Program
+// picks the table of runtime.GOARCH. Every table builds on every GOARCH, so
+// the tests check both in the BPF VM wherever they run.
 //
 // The filter is built directly with golang.org/x/net/bpf rather than
 // elastic/go-seccomp-bpf, because with a default-allow policy that library
@@ -24,9 +30,9 @@ import (
 	"golang.org/x/net/bpf"
 )
 
-// ErrUnsupported is returned by Program on an architecture the policy does
-// not cover (only linux/amd64 is).
-var ErrUnsupported = errors.New("seccomp: only linux/amd64 is supported")
+// ErrUnsupported is returned by Program on a platform the policy does not
+// cover (linux/amd64 and linux/arm64 are).
+var ErrUnsupported = errors.New("seccomp: only linux/amd64 and linux/arm64 are supported")
 
 // rule is one syscall of the policy table.
 type rule struct {
@@ -52,11 +58,20 @@ const (
 
 func argLo(i uint32) uint32 { return 16 + 8*i }
 
-// Program returns the filter as raw bytes for `bwrap --seccomp FD`. It fails
-// with ErrUnsupported off linux/amd64, or if the program cannot be
-// assembled.
+// Program returns the filter for the running architecture as raw bytes for
+// `bwrap --seccomp FD`. It fails with ErrUnsupported off linux/amd64 and
+// linux/arm64, or if the program cannot be assembled.
 func Program() ([]byte, error) {
-	ins, err := instructions()
+	t := native()
+	if t == nil {
+		return nil, ErrUnsupported
+	}
+	return program(t)
+}
+
+// program returns the filter of table t as raw bytes.
+func program(t *table) ([]byte, error) {
+	ins, err := instructions(t)
 	if err != nil {
 		return nil, err
 	}
@@ -76,36 +91,41 @@ func Program() ([]byte, error) {
 // maxInstructions is the kernel's BPF_MAXINSNS.
 const maxInstructions = 4096
 
-// instructions is the policy as BPF instructions.
-func instructions() ([]bpf.Instruction, error) {
-	if nativeArch == 0 {
-		return nil, ErrUnsupported
+// instructions is the policy for table t as BPF instructions.
+func instructions(t *table) ([]bpf.Instruction, error) {
+	for _, name := range argFiltered {
+		if _, ok := t.nr[name]; !ok { // a zero would filter syscall 0 instead
+			return nil, fmt.Errorf("seccomp filter for %s: no number for %s", t.goarch, name)
+		}
 	}
 	ins := []bpf.Instruction{
 		bpf.LoadAbsolute{Off: offArch, Size: 4},
-		bpf.JumpIf{Cond: bpf.JumpEqual, Val: nativeArch, SkipTrue: 1},
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: t.audit, SkipTrue: 1},
 		bpf.RetConstant{Val: retKill},
 		bpf.LoadAbsolute{Off: offNr, Size: 4},
 		// syscall(-1) is what a tracer uses to skip a call: ENOSYS, as the
 		// kernel would answer, rather than the x32 kill below.
 		bpf.JumpIf{Cond: bpf.JumpEqual, Val: 0xffffffff, SkipFalse: 1},
 		bpf.RetConstant{Val: retENOSYS},
-		bpf.JumpIf{Cond: bpf.JumpGreaterOrEqual, Val: x32Bit, SkipFalse: 1},
-		bpf.RetConstant{Val: retKill},
 	}
-	for _, r := range denied {
+	if t.x32Bit != 0 {
+		ins = append(ins,
+			bpf.JumpIf{Cond: bpf.JumpGreaterOrEqual, Val: t.x32Bit, SkipFalse: 1},
+			bpf.RetConstant{Val: retKill})
+	}
+	for _, r := range t.denied() {
 		ins = append(ins, returnIf(r.nr, retEPERM)...)
 	}
-	ins = append(ins, returnIf(sysClone3, retENOSYS)...)
-	ins = appendBlock(ins, sysClone, []bpf.Instruction{
+	ins = append(ins, returnIf(t.nr["clone3"], retENOSYS)...)
+	ins = appendBlock(ins, t.nr["clone"], []bpf.Instruction{
 		bpf.LoadAbsolute{Off: argLo(0), Size: 4},
 		bpf.JumpIf{Cond: bpf.JumpBitsSet, Val: cloneNamespaces, SkipFalse: 1},
 		bpf.RetConstant{Val: retEPERM},
 		bpf.RetConstant{Val: retAllow},
 	})
-	ins = appendBlock(ins, sysPersonality, argIn(0, personalities, retAllow, retEPERM))
-	ins = appendBlock(ins, sysSocket, argIn(0, deniedSocketFamilies, retEPERM, retAllow))
-	ins = appendBlock(ins, sysIoctl, argIn(1, deniedIoctls, retEPERM, retAllow))
+	ins = appendBlock(ins, t.nr["personality"], argIn(0, personalities, retAllow, retEPERM))
+	ins = appendBlock(ins, t.nr["socket"], argIn(0, deniedSocketFamilies, retEPERM, retAllow))
+	ins = appendBlock(ins, t.nr["ioctl"], argIn(1, t.deniedIoctls, retEPERM, retAllow))
 	ins = append(ins, bpf.RetConstant{Val: retAllow})
 	if len(ins) > maxInstructions {
 		return nil, fmt.Errorf("seccomp filter: %d instructions, the kernel takes %d", len(ins), maxInstructions)

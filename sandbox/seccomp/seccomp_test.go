@@ -1,4 +1,4 @@
-//go:build linux && amd64
+//go:build linux
 
 package seccomp
 
@@ -33,10 +33,11 @@ func (c call) encode() []byte {
 	return b
 }
 
-// vm decodes the raw bytes of Program, so the serialization is checked too.
-func vm(tb testing.TB) *bpf.VM {
+// vm decodes the raw bytes of the program of table tab, so the
+// serialization is checked too.
+func vm(tb testing.TB, tab *table) *bpf.VM {
 	tb.Helper()
-	prog, err := Program()
+	prog, err := program(tab)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -57,6 +58,33 @@ func vm(tb testing.TB) *bpf.VM {
 		tb.Fatal(err)
 	}
 	return v
+}
+
+// forEachTable runs f as a subtest per architecture's table.
+func forEachTable(t *testing.T, f func(t *testing.T, tab *table)) {
+	for _, tab := range tables {
+		t.Run(tab.goarch, func(t *testing.T) { f(t, tab) })
+	}
+}
+
+// testNumbers are the numbers of the allowed syscalls the tests make, per
+// GOARCH (checked against golang.org/x/sys/unix by TestTablesMatchXSys).
+var testNumbers = map[string]map[string]uint32{
+	"amd64": {"getpid": 39, "read": 0, "execve": 59, "seccomp": 317},
+	"arm64": {"getpid": 172, "read": 63, "execve": 221, "seccomp": 277},
+}
+
+// sysnr returns the number of syscall name in tab (policy or test numbers).
+func sysnr(tb testing.TB, tab *table, name string) uint32 {
+	tb.Helper()
+	if nr, ok := tab.nr[name]; ok {
+		return nr
+	}
+	if nr, ok := testNumbers[tab.goarch][name]; ok {
+		return nr
+	}
+	tb.Fatalf("%s: no number for %s", tab.goarch, name)
+	return 0
 }
 
 func run(tb testing.TB, v *bpf.VM, c call) uint32 {
@@ -83,101 +111,160 @@ func name(r uint32) string {
 	return fmt.Sprintf("%#x", r)
 }
 
-func native(nr uint32, args ...uint64) call {
-	c := call{arch: unix.AUDIT_ARCH_X86_64, nr: nr}
+// sys is a native call of tab's architecture to the syscall called name.
+func sys(tb testing.TB, tab *table, name string, args ...uint64) call {
+	tb.Helper()
+	return nr(tab, sysnr(tb, tab, name), args...)
+}
+
+// nr is a native call of tab's architecture to syscall number n.
+func nr(tab *table, n uint32, args ...uint64) call {
+	c := call{arch: tab.audit, nr: n}
 	copy(c.args[:], args)
 	return c
 }
 
+// TestPolicy runs the same table of allowed and refused calls through the
+// filter of every architecture; only the foreign-ABI cases differ.
 func TestPolicy(t *testing.T) {
-	v := vm(t)
 	const goThread = unix.CLONE_VM | unix.CLONE_FS | unix.CLONE_FILES | unix.CLONE_SIGHAND |
 		unix.CLONE_SYSVSEM | unix.CLONE_THREAD
 	const pthread = goThread | unix.CLONE_SETTLS | unix.CLONE_PARENT_SETTID | unix.CLONE_CHILD_CLEARTID
-	for _, tc := range []struct {
-		name string
-		call call
-		want uint32
-	}{
-		{"GetpidAllowed", native(unix.SYS_GETPID), retAllow},
-		{"ReadAllowed", native(unix.SYS_READ, 0, 0, 10), retAllow},
-		{"ExecveAllowed", native(unix.SYS_EXECVE), retAllow},
-		{"SeccompAllowed", native(unix.SYS_SECCOMP), retAllow},
-		{"MountEPERM", native(unix.SYS_MOUNT), retEPERM},
-		{"UnshareEPERM", native(unix.SYS_UNSHARE, unix.CLONE_NEWUSER), retEPERM},
-		{"SetnsEPERM", native(unix.SYS_SETNS), retEPERM},
-		{"PtraceEPERM", native(unix.SYS_PTRACE), retEPERM},
-		{"ForkCloneAllowed", native(unix.SYS_CLONE, uint64(unix.SIGCHLD)), retAllow},
-		{"GoThreadCloneAllowed", native(unix.SYS_CLONE, goThread), retAllow},
-		{"PthreadCloneAllowed", native(unix.SYS_CLONE, pthread), retAllow},
-		{"VforkCloneAllowed", native(unix.SYS_CLONE, unix.CLONE_VM|unix.CLONE_VFORK|uint64(unix.SIGCHLD)), retAllow},
-		{"CloneNewUserEPERM", native(unix.SYS_CLONE, unix.CLONE_NEWUSER|uint64(unix.SIGCHLD)), retEPERM},
-		{"CloneNewNetEPERM", native(unix.SYS_CLONE, unix.CLONE_NEWNET), retEPERM},
-		{"CloneNewTimeEPERM", native(unix.SYS_CLONE, unix.CLONE_NEWTIME|uint64(unix.SIGCHLD)), retEPERM},
-		{"CloneHighWordIgnored", native(unix.SYS_CLONE, uint64(unix.CLONE_NEWUSER)<<32|uint64(unix.SIGCHLD)), retAllow},
-		{"Clone3ENOSYS", native(unix.SYS_CLONE3), retENOSYS},
-		{"PersonalityQueryAllowed", native(unix.SYS_PERSONALITY, 0xffffffff), retAllow},
-		{"PersonalityLinuxAllowed", native(unix.SYS_PERSONALITY, 0), retAllow},
-		{"PersonalityNoRandomizeEPERM", native(unix.SYS_PERSONALITY, 0x0040000), retEPERM}, // ADDR_NO_RANDOMIZE,
-		{"SocketInetAllowed", native(unix.SYS_SOCKET, unix.AF_INET, unix.SOCK_STREAM), retAllow},
-		{"SocketUnixAllowed", native(unix.SYS_SOCKET, unix.AF_UNIX, unix.SOCK_STREAM), retAllow},
-		{"SocketVsockEPERM", native(unix.SYS_SOCKET, unix.AF_VSOCK, unix.SOCK_STREAM), retEPERM},
-		{"IoctlTCGETSAllowed", native(unix.SYS_IOCTL, 0, unix.TCGETS), retAllow},
-		{"IoctlTIOCSTIEPERM", native(unix.SYS_IOCTL, 0, unix.TIOCSTI), retEPERM},
-		{"I386Killed", call{arch: unix.AUDIT_ARCH_I386, nr: 20}, retKill},
-		{"AArch64Killed", call{arch: unix.AUDIT_ARCH_AARCH64, nr: unix.SYS_GETPID}, retKill},
-		{"X32Killed", native(x32Bit | unix.SYS_GETPID), retKill},
-		{"X32MountKilled", native(x32Bit | unix.SYS_MOUNT), retKill},
-		{"MinusOneENOSYS", native(0xffffffff), retENOSYS},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := run(t, v, tc.call); got != tc.want {
-				t.Fatalf("got %s, want %s", name(got), name(tc.want))
-			}
-		})
-	}
+	const tcgets, tiocsti = 0x5401, 0x5412 // the same on amd64 and arm64
+	forEachTable(t, func(t *testing.T, tab *table) {
+		v := vm(t, tab)
+		cases := []struct {
+			name string
+			call call
+			want uint32
+		}{
+			{"GetpidAllowed", sys(t, tab, "getpid"), retAllow},
+			{"ReadAllowed", sys(t, tab, "read", 0, 0, 10), retAllow},
+			{"ExecveAllowed", sys(t, tab, "execve"), retAllow},
+			{"SeccompAllowed", sys(t, tab, "seccomp"), retAllow},
+			{"MountEPERM", sys(t, tab, "mount"), retEPERM},
+			{"UnshareEPERM", sys(t, tab, "unshare", unix.CLONE_NEWUSER), retEPERM},
+			{"SetnsEPERM", sys(t, tab, "setns"), retEPERM},
+			{"PtraceEPERM", sys(t, tab, "ptrace"), retEPERM},
+			{"ForkCloneAllowed", sys(t, tab, "clone", uint64(unix.SIGCHLD)), retAllow},
+			{"GoThreadCloneAllowed", sys(t, tab, "clone", goThread), retAllow},
+			{"PthreadCloneAllowed", sys(t, tab, "clone", pthread), retAllow},
+			{"VforkCloneAllowed", sys(t, tab, "clone", unix.CLONE_VM|unix.CLONE_VFORK|uint64(unix.SIGCHLD)), retAllow},
+			{"CloneNewUserEPERM", sys(t, tab, "clone", unix.CLONE_NEWUSER|uint64(unix.SIGCHLD)), retEPERM},
+			{"CloneNewNetEPERM", sys(t, tab, "clone", unix.CLONE_NEWNET), retEPERM},
+			{"CloneNewTimeEPERM", sys(t, tab, "clone", unix.CLONE_NEWTIME|uint64(unix.SIGCHLD)), retEPERM},
+			{"CloneHighWordIgnored", sys(t, tab, "clone", uint64(unix.CLONE_NEWUSER)<<32|uint64(unix.SIGCHLD)), retAllow},
+			{"Clone3ENOSYS", sys(t, tab, "clone3"), retENOSYS},
+			{"PersonalityQueryAllowed", sys(t, tab, "personality", 0xffffffff), retAllow},
+			{"PersonalityLinuxAllowed", sys(t, tab, "personality", 0), retAllow},
+			{"PersonalityNoRandomizeEPERM", sys(t, tab, "personality", 0x0040000), retEPERM}, // ADDR_NO_RANDOMIZE
+			{"SocketInetAllowed", sys(t, tab, "socket", unix.AF_INET, unix.SOCK_STREAM), retAllow},
+			{"SocketUnixAllowed", sys(t, tab, "socket", unix.AF_UNIX, unix.SOCK_STREAM), retAllow},
+			{"SocketVsockEPERM", sys(t, tab, "socket", unix.AF_VSOCK, unix.SOCK_STREAM), retEPERM},
+			{"IoctlTCGETSAllowed", sys(t, tab, "ioctl", 0, tcgets), retAllow},
+			{"IoctlTIOCSTIEPERM", sys(t, tab, "ioctl", 0, tiocsti), retEPERM},
+			{"MinusOneENOSYS", nr(tab, 0xffffffff), retENOSYS},
+		}
+		switch tab.goarch {
+		case "amd64":
+			cases = append(cases, []struct {
+				name string
+				call call
+				want uint32
+			}{
+				{"I386Killed", call{arch: unix.AUDIT_ARCH_I386, nr: 20}, retKill},
+				{"AArch64Killed", call{arch: unix.AUDIT_ARCH_AARCH64, nr: 172}, retKill},
+				{"X32Killed", nr(tab, x86_64.x32Bit|sysnr(t, tab, "getpid")), retKill},
+				{"X32MountKilled", nr(tab, x86_64.x32Bit|sysnr(t, tab, "mount")), retKill},
+			}...)
+		case "arm64":
+			cases = append(cases, []struct {
+				name string
+				call call
+				want uint32
+			}{
+				{"ARM32Killed", call{arch: unix.AUDIT_ARCH_ARM, nr: 20}, retKill},
+				{"ARM32MountKilled", call{arch: unix.AUDIT_ARCH_ARM, nr: 21}, retKill},
+				{"X86_64Killed", call{arch: unix.AUDIT_ARCH_X86_64, nr: 39}, retKill},
+			}...)
+		default:
+			t.Fatalf("no foreign-ABI cases for %s", tab.goarch)
+		}
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				if got := run(t, v, tc.call); got != tc.want {
+					t.Fatalf("got %s, want %s", name(got), name(tc.want))
+				}
+			})
+		}
+	})
 }
 
-// TestDeniedTable checks every syscall of the table is refused and that the
-// table has no duplicate or argument-filtered entry.
+// TestDeniedTable checks, per architecture, that every syscall of the
+// table is refused and that the table has no duplicate or
+// argument-filtered entry, and that every refusal of the policy is
+// numbered or declared absent.
 func TestDeniedTable(t *testing.T) {
-	v := vm(t)
-	seen := map[uint32]string{}
-	for _, r := range denied {
-		if prev, dup := seen[r.nr]; dup {
-			t.Errorf("%s and %s share number %d", prev, r.name, r.nr)
+	forEachTable(t, func(t *testing.T, tab *table) {
+		v := vm(t, tab)
+		absent := map[string]bool{}
+		for _, n := range tab.absent {
+			absent[n] = true
 		}
-		seen[r.nr] = r.name
-		switch r.nr {
-		case sysClone, sysClone3, sysPersonality, sysSocket, sysIoctl:
-			t.Errorf("%s is argument-filtered and must not be in the table", r.name)
+		for _, n := range deniedSyscalls {
+			if _, ok := tab.nr[n]; ok == absent[n] {
+				t.Errorf("%s: numbered %v, declared absent %v: want exactly one", n, ok, absent[n])
+			}
 		}
-		if got := run(t, v, native(r.nr)); got != retEPERM {
-			t.Errorf("%s (%d): got %s, want EPERM", r.name, r.nr, name(got))
+		special := map[uint32]string{}
+		for _, n := range argFiltered {
+			nr, ok := tab.nr[n]
+			if !ok {
+				t.Fatalf("argument-filtered %s has no number", n)
+			}
+			special[nr] = n
 		}
-	}
-	for _, bit := range []uint64{unix.CLONE_NEWNS, unix.CLONE_NEWCGROUP, unix.CLONE_NEWUTS, unix.CLONE_NEWIPC,
-		unix.CLONE_NEWUSER, unix.CLONE_NEWPID, unix.CLONE_NEWNET, unix.CLONE_NEWTIME} {
-		if got := run(t, v, native(unix.SYS_CLONE, bit|uint64(unix.SIGCHLD))); got != retEPERM {
-			t.Errorf("clone(%#x): got %s, want EPERM", bit, name(got))
+		seen := map[uint32]string{}
+		for _, r := range tab.denied() {
+			if prev, dup := seen[r.nr]; dup {
+				t.Errorf("%s and %s share number %d", prev, r.name, r.nr)
+			}
+			seen[r.nr] = r.name
+			if n, ok := special[r.nr]; ok {
+				t.Errorf("%s has the number of %s, which is argument-filtered", r.name, n)
+			}
+			if got := run(t, v, nr(tab, r.nr)); got != retEPERM {
+				t.Errorf("%s (%d): got %s, want EPERM", r.name, r.nr, name(got))
+			}
 		}
-	}
+		if len(tab.nr) != len(seen)+len(argFiltered) {
+			t.Errorf("%d numbers, want %d refused + %d argument-filtered", len(tab.nr), len(seen), len(argFiltered))
+		}
+		for _, bit := range []uint64{unix.CLONE_NEWNS, unix.CLONE_NEWCGROUP, unix.CLONE_NEWUTS, unix.CLONE_NEWIPC,
+			unix.CLONE_NEWUSER, unix.CLONE_NEWPID, unix.CLONE_NEWNET, unix.CLONE_NEWTIME} {
+			if got := run(t, v, sys(t, tab, "clone", bit|uint64(unix.SIGCHLD))); got != retEPERM {
+				t.Errorf("clone(%#x): got %s, want EPERM", bit, name(got))
+			}
+		}
+	})
 }
 
-// TestAllowedSyscalls checks that every syscall outside the policy is let
-// through, so ordinary programs keep working.
+// TestAllowedSyscalls checks, per architecture, that every syscall outside
+// the policy is let through, so ordinary programs keep working.
 func TestAllowedSyscalls(t *testing.T) {
-	v := vm(t)
-	special := map[uint32]bool{sysClone: true, sysClone3: true, sysPersonality: true, sysSocket: true, sysIoctl: true}
-	for _, r := range denied {
-		special[r.nr] = true
-	}
-	for nr := uint32(0); nr < 470; nr++ {
-		if special[nr] {
-			continue
+	forEachTable(t, func(t *testing.T, tab *table) {
+		v := vm(t, tab)
+		special := map[uint32]bool{}
+		for _, nr := range tab.nr {
+			special[nr] = true
 		}
-		if got := run(t, v, native(nr)); got != retAllow {
-			t.Errorf("syscall %d: got %s, want allow", nr, name(got))
+		for n := uint32(0); n < 470; n++ {
+			if special[n] {
+				continue
+			}
+			if got := run(t, v, nr(tab, n)); got != retAllow {
+				t.Errorf("syscall %d: got %s, want allow", n, name(got))
+			}
 		}
-	}
+	})
 }
