@@ -142,6 +142,20 @@ func inCgroups(procRoot string, pid int, dirs []string) bool {
 	return true
 }
 
+// alive reports whether pid is still a running process: not gone, and not
+// a zombie (a dead process waiting to be reaped has left its cgroup), so a
+// process that ended between the listing and the look at its cgroup (a
+// probe's children killed at its timeout) is not taken for one outside.
+func alive(procRoot string, pid int) bool {
+	b, err := os.ReadFile(filepath.Join(procRoot, strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return false
+	}
+	// The state follows the command, which is in parentheses and may hold any.
+	i := strings.LastIndexByte(string(b), ')')
+	return i >= 0 && i+2 < len(b) && b[i+2] != 'Z' && b[i+2] != 'X'
+}
+
 // checkMembers finds, independently of the runtime, every host process of
 // the sandbox's uid and returns them, with a problem unless there is at
 // least one and each is inside the sandbox's cgroups (so its limits bound
@@ -156,7 +170,7 @@ func checkMembers(procRoot string, view HostView) ([]int, []string) {
 	}
 	var outside []string
 	for _, pid := range pids {
-		if !inCgroups(procRoot, pid, view.Cgroups) {
+		if !inCgroups(procRoot, pid, view.Cgroups) && alive(procRoot, pid) {
 			outside = append(outside, strconv.Itoa(pid))
 		}
 	}

@@ -91,6 +91,7 @@ func (f *fakeBox) symlink(path, target string) {
 func (f *fakeBox) addProc(pid int, cgroup string) {
 	f.writeFile(filepath.Join(f.proc, strconv.Itoa(pid), "status"), fmt.Sprintf("Name:\tsleep\nUid:\t%d\t%d\t%d\t%d\n", f.uid, f.uid, f.uid, f.uid))
 	f.writeFile(filepath.Join(f.proc, strconv.Itoa(pid), "cgroup"), "0::"+cgroup+"\n")
+	f.writeFile(filepath.Join(f.proc, strconv.Itoa(pid), "stat"), strconv.Itoa(pid)+" (sleep) S 1 1 1 0 -1\n")
 }
 
 func (f *fakeBox) Create(_ context.Context, opts sandbox.Options) (sandbox.Info, error) {
@@ -325,6 +326,10 @@ func TestSelfTestFailsWhenBroken(t *testing.T) {
 			f.limitProblems = []string{"the cgroup controllers memory are not delegated to the worker's cgroup /system.slice/x.service: add Delegate=yes"}
 		}, nil, false, []string{agentsandbox.CheckLimits}, "memory are not delegated to the worker's cgroup /system.slice/x.service: add Delegate=yes"},
 		{"ProcessOutsideCgroup", func(f *fakeBox) { f.outsidePid = true }, nil, false, []string{agentsandbox.CheckLimits}, "outside its cgroup: 4243"},
+		{"ProcessOutsideCgroupNamedOddly", func(f *fakeBox) {
+			f.outsidePid = true
+			f.writeFile(filepath.Join(f.proc, "4243", "stat"), "4243 (a) Z (b) S 1 1 1 0 -1\n") // running: its name holds ") Z ("
+		}, nil, false, []string{agentsandbox.CheckLimits}, "outside its cgroup: 4243"},
 		{"WipeUnverified", func(f *fakeBox) { f.unverified = true }, nil, false, []string{agentsandbox.CheckWipe}, "did not verify the wipe"},
 		{"WipeLeavesDir", func(f *fakeBox) { f.leaveDir = true }, nil, false, []string{agentsandbox.CheckWipe}, "still there after the wipe"},
 		{"WipeLeavesProcess", func(f *fakeBox) { f.leaveProc = true }, nil, false, []string{agentsandbox.CheckWipe}, "process 4242 of the sandbox"},
@@ -414,5 +419,30 @@ func TestSelfTestLeavesEnvironment(t *testing.T) {
 	runFake(t, newFakeBox(t), nil, true)
 	if after := os.Environ(); !slices.Equal(before, after) {
 		t.Fatalf("the environment changed:\nbefore %q\nafter  %q", before, after)
+	}
+}
+
+// TestAlive: a process that ended (gone, or a zombie waiting to be reaped)
+// is not one the limits check may find outside the sandbox's cgroup.
+func TestAlive(t *testing.T) {
+	proc := t.TempDir()
+	for pid, stat := range map[string]string{
+		"10": "10 (sleep) S 1 1 1", "11": "11 (sleep) Z 1 1 1", "12": "12 (a) Z (b) R 1 1", "13": "13 (x) X 1",
+	} {
+		if err := os.MkdirAll(filepath.Join(proc, pid), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(proc, pid, "stat"), []byte(stat+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []int
+	for _, pid := range []int{10, 11, 12, 13, 14} {
+		if alive(proc, pid) {
+			got = append(got, pid)
+		}
+	}
+	if want := []int{10, 12}; !slices.Equal(got, want) {
+		t.Fatalf("alive: %v, want %v", got, want)
 	}
 }
