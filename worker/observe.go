@@ -14,8 +14,9 @@ import (
 	"openvibe.network/agentsandbox/sandbox"
 )
 
-// probeTimeout bounds the probe's one exec.
-const probeTimeout = 10 * time.Second
+// probeTimeout bounds the probe's one exec (about a second on a real host;
+// an emulated guest under load has taken over ten).
+const probeTimeout = 30 * time.Second
 
 // maxProbeOutput bounds what the worker keeps of the probe's output (a few
 // KiB normally). Output beyond it is dropped and the probe counts as not
