@@ -130,6 +130,11 @@ func archiveDone(p string, err error) control.Done {
 	return fileDone(p, err)
 }
 
+// maxArchiveEntries bounds the entries of one archive: a gzipped archive
+// of a few MiB can hold millions of headers naming the same few paths,
+// which no inode cap stops.
+const maxArchiveEntries = 1 << 20
+
 // errClientGone is the error of a read after the client went away before
 // its end frame.
 var errClientGone = errors.New("the upload ended before its end")
@@ -184,13 +189,16 @@ func (u *unpacker) unpack(r io.Reader) error {
 		r = br
 	}
 	tr := tar.NewReader(r)
-	for {
+	for n := 0; ; n++ {
 		hdr, err := tr.Next()
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
 		if err != nil {
 			return readError(err)
+		}
+		if n == maxArchiveEntries {
+			return refuse(control.CodeBadArchive, "the archive has more than %d entries", maxArchiveEntries)
 		}
 		if err := u.entry(hdr, tr); err != nil {
 			return err
