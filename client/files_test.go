@@ -98,7 +98,7 @@ func TestFilesErrors(t *testing.T) {
 	ctx := ctxT(t)
 	_ = fake.PutFile(ctx, info.ID, "d/f", strings.NewReader("x"), 0)
 	big := filepath.Join(t.TempDir(), "big")
-	if err := os.WriteFile(big, make([]byte, 1<<20), 0o600); err != nil {
+	if err := os.WriteFile(big, make([]byte, 64<<10), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {

@@ -29,7 +29,7 @@ func (s *initServer) tarGet(req control.Request, _ *control.Reader, fw *control.
 		return fileDone(req.Path, err)
 	}
 	defer unix.Close(root)
-	bw := bufio.NewWriterSize(control.KindWriter{W: fw, Kind: control.FrameData}, 256<<10)
+	bw := bufio.NewWriterSize(control.KindWriter{W: fw, Kind: control.FrameData}, downloadFrame)
 	a := &archiver{root: root, tw: tar.NewWriter(bw), links: map[[2]uint64]string{}}
 	if err := a.tree(); err != nil {
 		return tarDone(req.Path, err)

@@ -229,7 +229,7 @@ func (r *Runtime) fileOp(ctx context.Context, id string, req control.Request, sr
 	in := &sourceReader{r: src}
 	var sendErr error
 	if req.Op == control.OpPut || req.Op == control.OpTarPut {
-		if sendErr = control.CopyFrames(fw, in); sendErr != nil {
+		if sendErr = sendFrames(fw, in); sendErr != nil {
 			closeWrite(c)
 		}
 	}
@@ -245,6 +245,47 @@ func (r *Runtime) fileOp(ctx context.Context, id string, req control.Request, sr
 		return done, sendErr
 	}
 	return done, codeError(done)
+}
+
+// uploadFrame is the size of an upload's data frames: large frames halve
+// the cost per byte over the control socket (a 100 MiB put on the 2-core
+// development machine: 32 KiB frames 270 MiB/s, 256 KiB 510 MiB/s, 1 MiB no
+// better).
+const uploadFrame = 256 << 10
+
+// sendFrames sends r as data frames of up to uploadFrame bytes, then, only
+// when r ended with io.EOF, the end frame. (Not io.ReadFull: it reports a
+// reader's io.ErrUnexpectedEOF — an HTTP body cut short — like an end.)
+func sendFrames(fw *control.Writer, r io.Reader) error {
+	buf := make([]byte, uploadFrame)
+	for {
+		n, err := fill(r, buf)
+		if n > 0 {
+			if werr := fw.Frame(control.FrameData, buf[:n]); werr != nil {
+				return werr
+			}
+		}
+		switch {
+		case errors.Is(err, io.EOF):
+			return fw.Frame(control.FrameEnd, nil)
+		case err != nil:
+			return fmt.Errorf("read input: %w", err)
+		}
+	}
+}
+
+// fill reads from r into buf until buf is full or r returns an error (io.EOF
+// at its end).
+func fill(r io.Reader, buf []byte) (int, error) {
+	n := 0
+	for n < len(buf) {
+		m, err := r.Read(buf[n:])
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 // closeWrite ends c's write side (all of c when it cannot).
