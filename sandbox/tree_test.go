@@ -64,6 +64,12 @@ func TestPutFileAllOrNothing(t *testing.T) {
 			t.Fatalf("PutFile: %v, want the reader's error", err)
 		}
 	})
+	t.Run("ErrSourceCutShort", func(t *testing.T) { // as an HTTP body whose client went away
+		err := rt.PutFile(ctx, id, "new/short", &brokenReader{n: 300 << 10, err: io.ErrUnexpectedEOF}, 0)
+		if !errors.Is(err, io.ErrUnexpectedEOF) {
+			t.Fatalf("PutFile: %v, want io.ErrUnexpectedEOF", err)
+		}
+	})
 	t.Run("ErrSourceFailsOverFile", func(t *testing.T) {
 		err := rt.PutFile(ctx, id, "keep.txt", &brokenReader{n: 1 << 20, err: errBroken}, 0)
 		if !errors.Is(err, errBroken) {
