@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -69,18 +70,23 @@ func (e *APIError) Error() string {
 	return fmt.Sprintf("worker api: %d %s: %s", e.StatusCode, e.Code, e.Message)
 }
 
-// Is matches the sentinel of the status, or of the code of an error that
-// ended an exec stream.
+// Is matches the sentinel of the status, or of the code (also of an error
+// that ended an exec stream): codes are matched whole, never by a part.
 func (e *APIError) Is(target error) bool {
 	switch target {
 	case ErrCapacity:
 		return e.StatusCode == http.StatusTooManyRequests || e.Code == "at_capacity"
 	case ErrNotFound:
-		return e.StatusCode == http.StatusNotFound || strings.HasSuffix(e.Code, "not_found")
+		return e.StatusCode == http.StatusNotFound || slices.Contains(notFoundCodes(), e.Code)
 	case ErrUnauthorized:
 		return e.StatusCode == http.StatusUnauthorized
 	}
-	return false
+	return target != nil && codeSentinel(e.Code) == target
+}
+
+// notFoundCodes are the codes ErrNotFound matches.
+func notFoundCodes() []string {
+	return []string{"not_found", "sandbox_not_found", "file_not_found", "process_not_found"}
 }
 
 // apiErrorBody is the JSON of an error answer.
@@ -118,6 +124,12 @@ func (w *Worker) do(ctx context.Context, method, path string, body io.Reader, hd
 	for k, v := range hdr {
 		req.Header[k] = v
 	}
+	return w.send(req, want)
+}
+
+// send sends req with the token and returns the answer when its status is
+// want; any other status is read into an *APIError and the body closed.
+func (w *Worker) send(req *http.Request, want int) (*http.Response, error) {
 	req.Header.Set("Authorization", "Bearer "+w.token)
 	resp, err := w.http.Do(req)
 	if err != nil {
@@ -244,33 +256,16 @@ func (w *Worker) Delete(ctx context.Context, id string) error {
 }
 
 // PutFile writes r to path (relative to /workspace) in sandbox id with mode
-// (0 means 0644). It fails with a 400 *APIError for a path that leaves the
-// workspace and ErrNotFound for an unknown sandbox.
+// (0 means 0644): Files(id).Put. It fails with a 400 *APIError for a path
+// that leaves the workspace and ErrNotFound for an unknown sandbox.
 func (w *Worker) PutFile(ctx context.Context, id, path string, r io.Reader, mode fs.FileMode) error {
-	hdr := http.Header{"Content-Type": {"application/octet-stream"}}
-	if mode != 0 {
-		hdr.Set("X-File-Mode", fmt.Sprintf("%#o", mode.Perm()))
-	}
-	resp, err := w.do(ctx, http.MethodPut, sandboxPath(id, "files", filePath(path)), r, hdr, http.StatusNoContent)
-	if err != nil {
-		return fmt.Errorf("put file: %w", err)
-	}
-	resp.Body.Close()
-	return nil
+	return w.Files(id).Put(ctx, path, r, mode)
 }
 
-// GetFile copies path (relative to /workspace) of sandbox id to dst. It
-// fails with ErrNotFound for an unknown sandbox or file.
+// GetFile copies path (relative to /workspace) of sandbox id to dst:
+// Files(id).Get. It fails with ErrNotFound for an unknown sandbox or file.
 func (w *Worker) GetFile(ctx context.Context, id, path string, dst io.Writer) error {
-	resp, err := w.do(ctx, http.MethodGet, sandboxPath(id, "files", filePath(path)), nil, nil, http.StatusOK)
-	if err != nil {
-		return fmt.Errorf("get file: %w", err)
-	}
-	defer resp.Body.Close()
-	if _, err := io.Copy(dst, resp.Body); err != nil {
-		return fmt.Errorf("get file: %w", err)
-	}
-	return nil
+	return w.Files(id).Get(ctx, path, dst)
 }
 
 // SelfTest is the outcome of a worker's self-test: Checks holds the checks

@@ -103,63 +103,6 @@ func (r *Runtime) lostConnection(ctx context.Context, b *sandboxState, err error
 	return agentsandbox.ExecResult{ExitCode: 137, Reason: why}, nil
 }
 
-// PutFile writes r to path (relative to /workspace; parents are created)
-// in sandbox id with mode (0: 0644). Errors: ErrNotFound; ErrPath when path
-// leaves the workspace by "..", an absolute path or a symlink; ErrNoSpace
-// past the disk or inode cap; ErrIsDir; ErrNotDir; ctx ended.
-func (r *Runtime) PutFile(ctx context.Context, id, path string, src io.Reader, mode fs.FileMode) error {
-	rel, err := control.WorkspaceRel(path)
-	if err != nil || rel == "." {
-		return fmt.Errorf("put %s: %w", path, ErrPath)
-	}
-	_, err = r.fileOp(ctx, id, control.Request{Op: control.OpPut, Path: rel, Mode: uint32(mode.Perm())}, src, nil)
-	if err != nil {
-		return fmt.Errorf("put %s: %w", path, err)
-	}
-	return nil
-}
-
-// GetFile copies the file at path (relative to /workspace) in sandbox id to
-// w. Errors: ErrNotFound; ErrPath as for PutFile; fs.ErrNotExist; ErrIsDir;
-// not a regular file; ctx ended.
-func (r *Runtime) GetFile(ctx context.Context, id, path string, w io.Writer) error {
-	rel, err := control.WorkspaceRel(path)
-	if err != nil {
-		return fmt.Errorf("get %s: %w", path, ErrPath)
-	}
-	if _, err := r.fileOp(ctx, id, control.Request{Op: control.OpGet, Path: rel}, nil, w); err != nil {
-		return fmt.Errorf("get %s: %w", path, err)
-	}
-	return nil
-}
-
-func (r *Runtime) fileOp(ctx context.Context, id string, req control.Request, src io.Reader, dst io.Writer) (control.Done, error) {
-	b, err := r.get(id)
-	if err != nil {
-		return control.Done{}, err
-	}
-	c, fw, end, err := r.request(ctx, b, req)
-	if err != nil {
-		return control.Done{}, err
-	}
-	defer end()
-	var sendErr error
-	if req.Op == control.OpPut {
-		sendErr = control.CopyFrames(fw, src)
-	}
-	done, err := readReply(c, map[byte]io.Writer{control.FrameData: dst})
-	if err != nil {
-		if ctx.Err() != nil {
-			return done, ctx.Err()
-		}
-		return done, errors.Join(sendErr, err)
-	}
-	if err := codeError(done); err != nil {
-		return done, err
-	}
-	return done, nil
-}
-
 // request connects to b's init and sends req. The connection is closed when
 // ctx ends, or by end, which the caller must call once done with it.
 func (r *Runtime) request(ctx context.Context, b *sandboxState, req control.Request) (c net.Conn, fw *control.Writer, end func(), err error) {

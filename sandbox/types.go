@@ -91,12 +91,6 @@ var (
 	// ErrInvalid is returned for a request the init refuses as invalid (its
 	// message says why).
 	ErrInvalid = errors.New("sandbox: invalid request")
-	// ErrExists, ErrNotEmpty and ErrTooLarge are requests refused: the path
-	// exists, the directory is not empty, the upload (or a command's argv
-	// and env) is too large.
-	ErrExists   = errors.New("sandbox: the path exists")
-	ErrNotEmpty = errors.New("sandbox: the directory is not empty")
-	ErrTooLarge = errors.New("sandbox: too large")
 )
 
 // EgressAttacher gives each sandbox its own socket into the worker's egress

@@ -57,7 +57,7 @@ const (
 	OpAttach    = "attach"    // Pid: stdin and resize frames in, output frames out until it exits
 
 	// Files beyond put and get.
-	OpList   = "list"    // Path (a directory); Done.Data: []FileInfo
+	OpList   = "list"    // Path (a directory); data frames of JSON lines, one FileInfo each
 	OpRemove = "remove"  // Path, Recursive
 	OpMkdir  = "mkdir"   // Path, with its parents
 	OpTarGet = "tar-get" // Path: data frames of a tar of the tree
@@ -78,6 +78,10 @@ const (
 	CodeNotEmpty  = "not_empty"     // a directory with entries, removed without Recursive
 	CodeInvalid   = "invalid"       // bad request
 	CodeFailed    = "failed"        // anything else
+
+	// CodeBadArchive: OpTarPut refused the archive; Error says which entry
+	// and why, for the person who sent it.
+	CodeBadArchive = "bad_archive"
 )
 
 // Request is the first frame of every operation.

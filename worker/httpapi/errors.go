@@ -29,6 +29,7 @@ const (
 	CodeNotDirectory    = "not_directory"
 	CodeExists          = "exists"
 	CodeNotEmpty        = "not_empty"
+	CodeInvalidArchive  = "invalid_archive"
 	CodeAtCapacity      = "at_capacity"
 	CodeNoBrowser       = "no_browser"
 	CodeWorkspaceFull   = "workspace_full"
@@ -41,7 +42,7 @@ const (
 // statusOf is the status of each code: the one table that maps them.
 func statusOf(code string) int {
 	switch code {
-	case CodeInvalidRequest, CodeIsDirectory, CodeNotDirectory, CodeNoBrowser:
+	case CodeInvalidRequest, CodeIsDirectory, CodeNotDirectory, CodeNoBrowser, CodeInvalidArchive:
 		return http.StatusBadRequest
 	case CodeUnauthorized:
 		return http.StatusUnauthorized

@@ -1,24 +1,60 @@
 package httpapi
 
 import (
-	"errors"
+	"context"
 	"fmt"
 	"io"
 	"io/fs"
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
+	"time"
 
 	"openvibe.network/agentsandbox/sandbox"
 )
 
-// defaultFileMode is the mode of a file put without X-File-Mode.
-const defaultFileMode fs.FileMode = 0o644
+// FileTree is what the file and archive routes need of a runtime besides
+// PutFile and GetFile; *sandbox.Runtime implements it. Its errors are the
+// sandbox package's sentinels (ErrNotFound, ErrPath, fs.ErrNotExist,
+// ErrIsDir, ErrNotDir, ErrExists, ErrNotEmpty, ErrNoSpace, ErrTooLarge,
+// ErrNotRegular) and *sandbox.ArchiveError, wrapped or not.
+type FileTree interface {
+	ListDir(ctx context.Context, id, dir string) ([]sandbox.FileInfo, error)
+	Remove(ctx context.Context, id, path string, recursive bool) error
+	Mkdir(ctx context.Context, id, dir string, mode fs.FileMode) error
+	GetArchive(ctx context.Context, id, dir string, w io.Writer) error
+	PutArchive(ctx context.Context, id, dir string, r io.Reader) error
+}
 
-// fileMode parses the X-File-Mode header: octal permission bits, at most 0777.
-func fileMode(h string) (fs.FileMode, error) {
+// FileEntry is one entry of a directory listing.
+type FileEntry struct {
+	Name string `json:"name"`
+	// Type is "file", "directory", "symlink" (described, not followed) or
+	// "other" (a fifo, socket or device).
+	Type string `json:"type"`
+	Size int64  `json:"size"`
+	// Mode is the permission bits in octal, e.g. "0644".
+	Mode    string    `json:"mode"`
+	ModTime time.Time `json:"mtime"`
+}
+
+// DirListing is the answer of GET …/files/{dir}/.
+type DirListing struct {
+	Items []FileEntry `json:"items"`
+}
+
+// Defaults of the file routes.
+const (
+	defaultFileMode fs.FileMode = 0o644
+	defaultDirMode  fs.FileMode = 0o755
+)
+
+// fileMode parses the X-File-Mode header: octal permission bits, at most
+// 0777; def when absent.
+func fileMode(h string, def fs.FileMode) (fs.FileMode, error) {
 	if h == "" {
-		return defaultFileMode, nil
+		return def, nil
 	}
 	m, err := strconv.ParseUint(h, 8, 32)
 	if err != nil || m > 0o777 {
@@ -27,10 +63,19 @@ func fileMode(h string) (fs.FileMode, error) {
 	return fs.FileMode(m), nil
 }
 
-// fileTarget checks the sandbox and path of a file route.
-func (s *Server) fileTarget(r *http.Request) (id, rel string, err error) {
-	id = r.PathValue("id")
-	if rel, err = workspacePath("path", r.PathValue("path")); err != nil {
+// fileTarget checks the sandbox and path of a file route; a directory's
+// path may end in "/" or be empty (the workspace) when dir is set.
+func (s *Server) fileTarget(r *http.Request, dir bool) (id, rel string, err error) {
+	id, p := r.PathValue("id"), r.PathValue("path")
+	switch {
+	case dir && strings.TrimSuffix(p, "/") == "":
+		rel = ""
+	case dir:
+		rel, err = workspacePath("path", strings.TrimSuffix(p, "/"))
+	default:
+		rel, err = workspacePath("path", p)
+	}
+	if err != nil {
 		return "", "", err
 	}
 	if !s.exists(id) {
@@ -39,74 +84,165 @@ func (s *Server) fileTarget(r *http.Request) (id, rel string, err error) {
 	return id, rel, nil
 }
 
-// fileError maps an error of PutFile or GetFile on a sandbox that exists,
-// by the runtime's sentinels (never by error text).
-func fileError(op string, err error) error {
-	switch {
-	case errors.Is(err, sandbox.ErrNotFound) || errors.Is(err, fs.ErrNotExist):
-		return &Error{Status: statusOf(CodeFileNotFound), Code: CodeFileNotFound, Message: "no such file in the workspace"}
-	case errors.Is(err, sandbox.ErrNoSpace):
-		return &Error{Status: statusOf(CodeWorkspaceFull), Code: CodeWorkspaceFull,
-			Message: "the workspace is full (its disk limit is reached); remove files or write less"}
-	case errors.Is(err, sandbox.ErrIsDir):
-		return badRequest("the path is a directory; give the path of a file")
-	case errors.Is(err, sandbox.ErrNotDir):
-		return badRequest("a part of the path is a file, not a directory")
-	}
-	return fmt.Errorf("%s: %w", op, err)
+// namesDir reports whether a file route's path names a directory: it is
+// empty (the workspace) or ends in "/".
+func namesDir(r *http.Request) bool {
+	p := r.PathValue("path")
+	return p == "" || strings.HasSuffix(p, "/")
 }
 
-// limitedBody remembers the error of the body it reads, so a body over the
-// limit is a 413 whatever the runtime makes of the error.
-type limitedBody struct {
-	r   io.Reader
-	err error
-	n   int64
+// upload is the body of an upload, bounded by Config.MaxUpload: refused at
+// once when its Content-Length is over, and failed as soon as more arrives.
+func (s *Server) upload(w http.ResponseWriter, r *http.Request) (*limitedBody, error) {
+	if r.ContentLength > s.cfg.MaxUpload {
+		abandonBody(w)
+		return nil, &http.MaxBytesError{Limit: s.cfg.MaxUpload}
+	}
+	return &limitedBody{w: w, r: http.MaxBytesReader(w, r.Body, s.cfg.MaxUpload)}, nil
 }
 
-func (b *limitedBody) Read(p []byte) (int, error) {
-	n, err := b.r.Read(p)
-	b.n += int64(n)
-	if err != nil && !errors.Is(err, io.EOF) {
-		b.err = err
-	}
-	return n, err
+// abandonBody makes the answer close the connection, so that the server
+// does not read the rest of a body the handler gave up on before it
+// answers (net/http would, and a client that stopped sending would never
+// get the answer: MaxBytesReader cannot tell the server through the
+// logging writer).
+func abandonBody(w http.ResponseWriter) {
+	w.Header().Set("Connection", "close")
 }
 
 // putFile handles PUT /v1/sandboxes/{id}/files/{path...}: the body is the
-// content, X-File-Mode the optional octal mode.
+// content, X-File-Mode the optional octal mode; with `X-File-Type:
+// directory` it makes a directory instead (see makeDir).
 func (s *Server) putFile(w http.ResponseWriter, r *http.Request) error {
-	mode, err := fileMode(r.Header.Get("X-File-Mode"))
+	switch kind := r.Header.Get("X-File-Type"); kind {
+	case "directory":
+		return s.makeDir(w, r)
+	case "", "file":
+	default:
+		return badRequest("X-File-Type %q is neither `file` (the default) nor `directory`", kind)
+	}
+	if namesDir(r) {
+		return badRequest("the path ends in `/`, so it names a directory: send `X-File-Type: directory` to make one, or give the path of a file")
+	}
+	mode, err := fileMode(r.Header.Get("X-File-Mode"), defaultFileMode)
 	if err != nil {
 		return err
 	}
-	id, rel, err := s.fileTarget(r)
+	id, rel, err := s.fileTarget(r, false)
 	if err != nil {
 		return err
 	}
-	body := &limitedBody{r: http.MaxBytesReader(w, r.Body, s.cfg.MaxBody)}
+	body, err := s.upload(w, r)
+	if err != nil {
+		return err
+	}
 	if err := s.cfg.Runtime.PutFile(r.Context(), id, rel, body, mode); err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(body.err, &tooBig) {
-			return tooBig
-		}
-		return fileError("put file", err)
+		return body.fileError(rel, err)
 	}
 	addLog(r.Context(), slog.Int64("bytes", body.n))
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
 
-// lazyWriter sends the headers of a file on its first write, so an error
-// before any content can still be a JSON error.
+// makeDir handles PUT …/files/{dir} with `X-File-Type: directory`: the
+// directory and its parents are made (X-File-Mode, default 0755, is the
+// last one's mode); one that exists is left as it is.
+func (s *Server) makeDir(w http.ResponseWriter, r *http.Request) error {
+	mode, err := fileMode(r.Header.Get("X-File-Mode"), defaultDirMode)
+	if err != nil {
+		return err
+	}
+	id, rel, err := s.fileTarget(r, true)
+	if err != nil {
+		return err
+	}
+	if err := s.cfg.Runtime.Mkdir(r.Context(), id, rel, mode); err != nil {
+		return fileError(rel, err)
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// getFile handles GET /v1/sandboxes/{id}/files/{path...}: a file's content,
+// or, for a path that ends in "/", the directory's listing (see listDir).
+func (s *Server) getFile(w http.ResponseWriter, r *http.Request) error {
+	if namesDir(r) {
+		return s.listDir(w, r)
+	}
+	id, rel, err := s.fileTarget(r, false)
+	if err != nil {
+		return err
+	}
+	lw := &lazyWriter{w: w, contentType: "application/octet-stream"}
+	if err := s.cfg.Runtime.GetFile(r.Context(), id, rel, lw); err != nil {
+		return fileError(rel, err)
+	}
+	lw.finish()
+	addLog(r.Context(), slog.Int64("bytes", lw.n))
+	return nil
+}
+
+// listDir handles GET …/files/{dir}/: the directory's entries, sorted by
+// name.
+func (s *Server) listDir(w http.ResponseWriter, r *http.Request) error {
+	id, rel, err := s.fileTarget(r, true)
+	if err != nil {
+		return err
+	}
+	infos, err := s.cfg.Runtime.ListDir(r.Context(), id, rel)
+	if err != nil {
+		return fileError(rel, err)
+	}
+	out := DirListing{Items: make([]FileEntry, 0, len(infos))}
+	for _, fi := range infos {
+		out.Items = append(out.Items, FileEntry{Name: fi.Name, Type: fi.Type, Size: fi.Size,
+			Mode: fmt.Sprintf("%04o", fi.Mode), ModTime: time.Unix(0, fi.ModTime).UTC()})
+	}
+	addLog(r.Context(), slog.Int("entries", len(out.Items)))
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// deleteFile handles DELETE /v1/sandboxes/{id}/files/{path...}: a file, a
+// symlink or an empty directory; with ?recursive=1 a directory and
+// everything in it.
+func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request) error {
+	var recursive bool
+	switch v := r.URL.Query().Get("recursive"); v {
+	case "", "0", "false":
+	case "1", "true":
+		recursive = true
+	default:
+		return badRequest("recursive=%q: give 1 to remove a directory with everything in it, or leave it out", v)
+	}
+	id, rel, err := s.fileTarget(r, true)
+	if err != nil {
+		return err
+	}
+	if rel == "" {
+		return badRequest("give the path of a file or directory to remove; the workspace itself cannot be removed")
+	}
+	if err := s.cfg.Runtime.Remove(r.Context(), id, rel, recursive); err != nil {
+		return fileError(rel, err)
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// lazyWriter sends the headers of a download on its first write, so an
+// error before any content can still be a JSON error.
 type lazyWriter struct {
-	w http.ResponseWriter
-	n int64
+	w           http.ResponseWriter
+	contentType string
+	n           int64
 }
 
 func (lw *lazyWriter) Write(p []byte) (int, error) {
-	if lw.n == 0 && len(p) > 0 {
-		lw.w.Header().Set("Content-Type", "application/octet-stream")
+	if len(p) == 0 { // would send the headers with no content type
+		return 0, nil
+	}
+	if lw.n == 0 {
+		lw.w.Header().Set("Content-Type", lw.contentType)
 		lw.w.Header().Set("X-Content-Type-Options", "nosniff")
 		lw.w.WriteHeader(http.StatusOK)
 	}
@@ -115,21 +251,11 @@ func (lw *lazyWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// getFile handles GET /v1/sandboxes/{id}/files/{path...}.
-func (s *Server) getFile(w http.ResponseWriter, r *http.Request) error {
-	id, rel, err := s.fileTarget(r)
-	if err != nil {
-		return err
+// finish answers an empty download (nothing was written).
+func (lw *lazyWriter) finish() {
+	if lw.n == 0 {
+		lw.w.Header().Set("Content-Type", lw.contentType)
+		lw.w.Header().Set("Content-Length", "0")
+		lw.w.WriteHeader(http.StatusOK)
 	}
-	lw := &lazyWriter{w: w}
-	if err := s.cfg.Runtime.GetFile(r.Context(), id, rel, lw); err != nil {
-		return fileError("get file", err)
-	}
-	if lw.n == 0 { // an empty file
-		w.Header().Set("Content-Type", "application/octet-stream")
-		w.Header().Set("Content-Length", "0")
-		w.WriteHeader(http.StatusOK)
-	}
-	addLog(r.Context(), slog.Int64("bytes", lw.n))
-	return nil
 }

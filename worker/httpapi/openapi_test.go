@@ -147,7 +147,7 @@ func pointer(tok string) string {
 func (o *openAPI) responseSchema(tb testing.TB, method, urlPath string, status int, ctype string) (*jsonschema.Schema, bool) {
 	tb.Helper()
 	for p, item := range o.doc["paths"].(map[string]any) {
-		re := regexp.MustCompile("^" + strings.NewReplacer("{path}", ".+", "{id}", "[^/]+", "{pid}", "[^/]+").Replace(p) + "$")
+		re := regexp.MustCompile("^" + strings.NewReplacer("{path}", ".*", "{id}", "[^/]+", "{pid}", "[^/]+").Replace(p) + "$")
 		op, ok := item.(map[string]any)[strings.ToLower(method)].(map[string]any)
 		if !ok || !re.MatchString(strings.SplitN(urlPath, "?", 2)[0]) {
 			continue
@@ -194,7 +194,7 @@ func (o *openAPI) validate(tb testing.TB, method, urlPath string, a answer) {
 	if !ok {
 		tb.Fatalf("%s %s: status %d is not in the document", method, urlPath, a.status)
 	}
-	if sch == nil || ctype == "application/octet-stream" {
+	if sch == nil || ctype == "application/octet-stream" || ctype == "application/x-tar" {
 		return
 	}
 	lines := [][]byte{a.body}

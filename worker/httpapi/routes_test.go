@@ -70,7 +70,7 @@ func (tc routeCase) serve(tb testing.TB) (*testServer, string, answer) {
 }
 
 func routeCases(full func(*apitest.Fake)) []routeCase {
-	return []routeCase{
+	return append([]routeCase{
 		{name: "ErrNoToken", method: "GET", path: "/v1/sandboxes", hdr: map[string]string{"Authorization": ""},
 			wantStatus: 401, wantCode: "unauthorized", wantMsg: "Authorization: Bearer", check: wantHeader("WWW-Authenticate", `Bearer realm="codes-sandbox"`)},
 		{name: "ErrWrongToken", method: "GET", path: "/v1/status", hdr: map[string]string{"Authorization": "Bearer " + testToken + "x"},
@@ -195,36 +195,6 @@ func routeCases(full func(*apitest.Fake)) []routeCase {
 			wantStatus: 415, wantCode: "unsupported_media_type", wantMsg: "application/octet-stream"},
 		{name: "ErrAttachNotWebSocket", method: "GET", path: "/v1/sandboxes/{id}/processes/7/attach", wantStatus: 400, wantCode: "invalid_request", wantMsg: "attach is a WebSocket"},
 
-		{name: "PutFile", method: "PUT", path: "/v1/sandboxes/{id}/files/src/main.go", body: "package main\n", hdr: map[string]string{"X-File-Mode": "0755"},
-			wantStatus: 204, check: func(t *testing.T, ts *testServer, a answer) {
-				got := ts.do(t, "GET", "/v1/sandboxes/sb-1/files/src/main.go", "", nil)
-				if got.status != 200 || string(got.body) != "package main\n" || got.header.Get("Content-Type") != "application/octet-stream" {
-					t.Fatalf("get after put: %d %q %v", got.status, got.body, got.header)
-				}
-			}},
-		{name: "GetEmptyFile", method: "GET", path: "/v1/sandboxes/{id}/files/empty", setup: func(f *apitest.Fake) {
-			_ = f.PutFile(context.Background(), "sb-1", "empty", strings.NewReader(""), 0o644)
-		}, wantStatus: 200, check: func(t *testing.T, _ *testServer, a answer) {
-			if len(a.body) != 0 || a.header.Get("Content-Type") != "application/octet-stream" {
-				t.Fatalf("empty file: %q %v", a.body, a.header)
-			}
-		}},
-		{name: "ErrPutDotDot", method: "PUT", path: "/v1/sandboxes/{id}/files/../../sb-2/files/x", body: "x",
-			wantStatus: 400, wantCode: "invalid_request", wantMsg: "contains `.`, `..` or an empty segment"},
-		{name: "ErrGetDoubleSlash", method: "GET", path: "/v1/sandboxes/{id}/files//etc/passwd",
-			wantStatus: 400, wantCode: "invalid_request", wantMsg: "empty segment"},
-		{name: "ErrPutMode", method: "PUT", path: "/v1/sandboxes/{id}/files/a", hdr: map[string]string{"X-File-Mode": "4755"},
-			wantStatus: 400, wantCode: "invalid_request", wantMsg: "X-File-Mode"},
-		{name: "ErrPutEscape", method: "PUT", path: "/v1/sandboxes/{id}/files/..%2F..%2Fetc%2Fpasswd", body: "x",
-			wantStatus: 400, wantCode: "invalid_request", wantMsg: "contains `.`, `..`"},
-		{name: "ErrPutUnknown", method: "PUT", path: "/v1/sandboxes/sb-404/files/a", body: "x", wantStatus: 404, wantCode: "sandbox_not_found"},
-		{name: "ErrPutTooLarge", method: "PUT", path: "/v1/sandboxes/{id}/files/a", body: strings.Repeat("x", 100),
-			mod: func(c *Config) { c.MaxBody = 10 }, wantStatus: 413, wantCode: "body_too_large"},
-		{name: "ErrGetMissing", method: "GET", path: "/v1/sandboxes/{id}/files/nope.txt", wantStatus: 404, wantCode: "file_not_found"},
-		{name: "ErrGetUnknown", method: "GET", path: "/v1/sandboxes/sb-404/files/a", wantStatus: 404, wantCode: "sandbox_not_found"},
-		{name: "ErrGetEscape", method: "GET", path: "/v1/sandboxes/{id}/files/a%2F..%2F..%2Fx", wantStatus: 400, wantCode: "invalid_request", wantMsg: "contains `.`, `..`"},
-		{name: "ErrGetAbsolute", method: "GET", path: "/v1/sandboxes/{id}/files/%2Fetc%2Fpasswd", wantStatus: 400, wantCode: "invalid_request", wantMsg: "empty segment"},
-
 		{name: "StatusNoSelfTest", method: "GET", path: "/v1/status", wantStatus: 200, check: checkJSON(`{"capacity":2,"active":1,"self_test":null,"pooled":0}`)},
 		{name: "StatusSelfTest", method: "GET", path: "/v1/status", mod: func(c *Config) {
 			c.Status = func() Status {
@@ -252,7 +222,7 @@ func routeCases(full func(*apitest.Fake)) []routeCase {
 				t.Fatalf("internal detail leaked: %s", a.body)
 			}
 		}},
-	}
+	}, fileRouteCases()...)
 }
 
 func wantHeader(name, want string) func(*testing.T, *testServer, answer) {

@@ -37,6 +37,7 @@ type Runtime interface {
 	Exec(ctx context.Context, id string, req agentsandbox.ExecRequest, stdout, stderr io.Writer) (agentsandbox.ExecResult, error)
 	PutFile(ctx context.Context, id, path string, r io.Reader, mode fs.FileMode) error
 	GetFile(ctx context.Context, id, path string, w io.Writer) error
+	FileTree
 	Delete(ctx context.Context, id string) (sandbox.WipeReport, error)
 	List() []sandbox.Info
 	Capacity() int
@@ -94,6 +95,7 @@ const (
 	DefaultMaxBody      = 64 << 20
 	DefaultStreamBuffer = 4 << 20
 	DefaultWriteTimeout = 30 * time.Second
+	DefaultMaxUpload    = 64 << 20
 )
 
 // Config configures a Server. Runtime and Token are required.
@@ -127,8 +129,13 @@ type Config struct {
 	Limits agentsandbox.Limits
 	// Logger gets one line per request (default: discard).
 	Logger *slog.Logger
-	// MaxBody bounds every request body, JSON or file (default 64 MiB).
+	// MaxBody bounds every JSON request body (default 64 MiB).
 	MaxBody int64
+	// MaxUpload bounds the body of a file or archive upload (default 64
+	// MiB): one whose Content-Length is over is refused with 413 before
+	// its body is read, one without is cut off with 413 as soon as it
+	// passes the bound; either way nothing of it is written.
+	MaxUpload int64
 	// StreamBuffer bounds the bytes of command output held for one exec
 	// stream while the client catches up (default 4 MiB); more is dropped.
 	StreamBuffer int
@@ -166,6 +173,9 @@ var routes = []route{
 	{http.MethodGet, "/v1/sandboxes/{id}/processes/{pid}/attach", (*Server).attach},
 	{http.MethodPut, "/v1/sandboxes/{id}/files/{path...}", (*Server).putFile},
 	{http.MethodGet, "/v1/sandboxes/{id}/files/{path...}", (*Server).getFile},
+	{http.MethodDelete, "/v1/sandboxes/{id}/files/{path...}", (*Server).deleteFile},
+	{http.MethodGet, "/v1/sandboxes/{id}/archive/{path...}", (*Server).getArchive},
+	{http.MethodPut, "/v1/sandboxes/{id}/archive/{path...}", (*Server).putArchive},
 	{http.MethodGet, "/v1/status", (*Server).status},
 	{http.MethodPost, "/v1/selftest", (*Server).selfTest},
 }
@@ -185,6 +195,9 @@ func New(cfg Config) (*Server, error) {
 	cfg.Limits = cfg.Limits.WithDefaults()
 	if cfg.MaxBody <= 0 {
 		cfg.MaxBody = DefaultMaxBody
+	}
+	if cfg.MaxUpload <= 0 {
+		cfg.MaxUpload = DefaultMaxUpload
 	}
 	if cfg.StreamBuffer <= 0 {
 		cfg.StreamBuffer = DefaultStreamBuffer

@@ -111,7 +111,7 @@ func checkPath(p string) error {
 
 // PutFile stores r's content (mode is ignored). It fails with
 // sandbox.ErrNotFound for an unknown id, sandbox.ErrPath for a path that
-// leaves the workspace, or r's error.
+// leaves the workspace, sandbox.ErrIsDir for a directory, or r's error.
 func (f *Fake) PutFile(_ context.Context, id, path string, r io.Reader, _ fs.FileMode) error {
 	b, err := f.get(id)
 	if err != nil {
@@ -125,14 +125,18 @@ func (f *Fake) PutFile(_ context.Context, id, path string, r io.Reader, _ fs.Fil
 		return fmt.Errorf("put file: %w", err)
 	}
 	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := isDirError(b, path); err != nil {
+		return err
+	}
 	b.files[path] = data
-	f.mu.Unlock()
 	return nil
 }
 
 // GetFile writes a stored file. It fails with sandbox.ErrNotFound for an
-// unknown id, sandbox.ErrPath for a path that leaves the workspace, and
-// fs.ErrNotExist (wrapped) for a missing file.
+// unknown id, sandbox.ErrPath for a path that leaves the workspace,
+// sandbox.ErrIsDir for a directory and fs.ErrNotExist (wrapped) for a
+// missing file.
 func (f *Fake) GetFile(_ context.Context, id, path string, w io.Writer) error {
 	b, err := f.get(id)
 	if err != nil {
@@ -143,7 +147,11 @@ func (f *Fake) GetFile(_ context.Context, id, path string, w io.Writer) error {
 	}
 	f.mu.Lock()
 	data, ok := b.files[path]
+	dirErr := isDirError(b, path)
 	f.mu.Unlock()
+	if dirErr != nil {
+		return dirErr
+	}
 	if !ok {
 		return fmt.Errorf("get file %s: %w", path, fs.ErrNotExist)
 	}
