@@ -27,6 +27,7 @@ func TestDispatchFlags(t *testing.T) {
 		{name: "ServeHelp", args: []string{"serve", "--help"}, wantOut: "usage: codes-sandbox serve"},
 		{name: "ErrServeBadFlag", args: []string{"serve", "--bogus"}, wantCode: 2, wantErr: "flag provided but not defined: -bogus"},
 		{name: "ErrServeStrayArg", args: []string{"serve", "stray"}, wantCode: 2, wantErr: "codes-sandbox serve: unexpected arguments: stray"},
+		{name: "ErrServeUploadZero", args: []string{"serve", "--max-upload-mb", "0"}, wantCode: 2, wantErr: "--max-upload-mb is 0; give at least 1"},
 		{name: "ErrServeCapacityZero", args: []string{"serve", "--capacity", "0"}, wantCode: 2, wantErr: "--capacity is 0; give 1 to 4096"},
 		{name: "ErrSelftestMemoryZero", args: []string{"selftest", "--memory-mb", "0"}, wantCode: 2, wantErr: "--memory-mb is 0; give at least 16"},
 		{name: "ErrSelftestPids", args: []string{"selftest", "--pids", "4"}, wantCode: 2, wantErr: "--pids is 4; give at least 16"},

@@ -34,7 +34,7 @@ type serveOptions struct {
 	listen, addrFile, apiTokenFile string
 	tlsCertFile, tlsKeyFile        string
 	metricsListen, egressDefault   string
-	capacity                       int
+	capacity, maxUploadMB          int
 	selfTestEvery, checkInEvery    time.Duration
 	shutdownTimeout                time.Duration
 	checkIns                       checkInFlags
@@ -58,6 +58,7 @@ func serveCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	fs.StringVar(&o.apiTokenFile, "api-token-file", "", "file holding the API's bearer token (required)")
 	fs.StringVar(&o.tlsCertFile, "tls-cert-file", "", "serve the API over HTTPS with this certificate (PEM, chain after the leaf); SIGHUP reloads it")
 	fs.StringVar(&o.tlsKeyFile, "tls-key-file", "", "the private key of --tls-cert-file (PEM)")
+	fs.IntVar(&o.maxUploadMB, "max-upload-mb", httpapi.DefaultMaxUpload>>20, "largest file or archive upload the API takes, in MB (a larger one is answered 413 before its body is read)")
 	fs.IntVar(&o.capacity, "capacity", 0, fmt.Sprintf("sandbox slots, 1..%d (default %d)", sandbox.MaxCapacity, sandbox.DefaultCapacity))
 	fs.DurationVar(&o.selfTestEvery, "selftest-interval", worker.DefaultSelfTestInterval, "how often the self-test runs again")
 	fs.DurationVar(&o.checkInEvery, "checkin-interval", worker.DefaultCheckInInterval, "how often to check in with Live (±20% jitter)")
@@ -68,6 +69,10 @@ func serveCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	o.stack.register(fs)
 	if code, ok := cli.Parse(fs, args, 0, 0, stdout, stderr); !ok {
 		return code
+	}
+	if o.maxUploadMB < 1 {
+		fmt.Fprintf(stderr, "codes-sandbox serve: --max-upload-mb is %d; give at least 1\n", o.maxUploadMB)
+		return 2
 	}
 	if setFlags(fs)["capacity"] && (o.capacity < 1 || o.capacity > sandbox.MaxCapacity) {
 		fmt.Fprintf(stderr, "codes-sandbox serve: --capacity is %d; give 1 to %d\n", o.capacity, sandbox.MaxCapacity)
@@ -166,7 +171,7 @@ func serve(ctx context.Context, o serveOptions, log *slog.Logger) error {
 	if cert != nil {
 		ln = tls.NewListener(ln, cert.Config())
 	}
-	srv, served, err := startAPI(st, apiConfig{token: token, egressDefault: defaultPolicy, metrics: wm}, ln, o.addrFile, log)
+	srv, served, err := startAPI(st, apiConfig{token: token, egressDefault: defaultPolicy, metrics: wm, maxUpload: int64(o.maxUploadMB) << 20}, ln, o.addrFile, log)
 	if err != nil {
 		return err
 	}
@@ -267,6 +272,7 @@ type apiConfig struct {
 	token         string
 	egressDefault agentsandbox.EgressPolicy
 	metrics       *workerMetrics // nil: creates and execs are not timed
+	maxUpload     int64          // bytes; 0: the API's default
 }
 
 // startAPI serves the worker API for Codes on ln and writes its address to
@@ -282,7 +288,7 @@ func startAPI(st *stack, ac apiConfig, ln net.Listener, addrFile string, log *sl
 	}
 	api, err := httpapi.New(httpapi.Config{
 		Runtime: rt, Token: ac.token, Egress: st.proxy != nil, Limits: st.limits, Logger: log.With("component", "api"),
-		EgressDefault: ac.egressDefault, CheckEgress: check,
+		EgressDefault: ac.egressDefault, CheckEgress: check, MaxUpload: ac.maxUpload,
 		Status:      func() httpapi.Status { return status(st) },
 		RunSelfTest: func(ctx context.Context) (httpapi.SelfTestSummary, error) { return summary(st.tester.Run(ctx)), nil },
 	})
