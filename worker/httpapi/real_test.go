@@ -77,7 +77,7 @@ func TestRealRuntime(t *testing.T) {
 	deleted := false
 	t.Cleanup(func() {
 		if !deleted {
-			_ = w.Delete(context.Background(), sb.ID)
+			_, _ = w.Delete(context.Background(), sb.ID)
 		}
 	})
 	if _, err := w.Create(ctx, client.CreateOptions{}); !errors.Is(err, client.ErrCapacity) {
@@ -139,11 +139,11 @@ func TestRealRuntime(t *testing.T) {
 	}
 
 	list, err := w.List(ctx)
-	if err != nil || !slices.ContainsFunc(list, func(s client.Sandbox) bool { return s.ID == sb.ID }) {
+	if err != nil || !slices.ContainsFunc(list, func(s client.SandboxInfo) bool { return s.ID == sb.ID }) {
 		t.Fatalf("List: %+v %v", list, err)
 	}
-	if err := w.Delete(ctx, sb.ID); err != nil {
-		t.Fatalf("Delete: %v", err)
+	if rep, err := w.Delete(ctx, sb.ID); err != nil || !rep.Verified || rep.Duration <= 0 {
+		t.Fatalf("Delete: %+v %v", rep, err)
 	}
 	deleted = true
 	if _, err := w.Exec(ctx, sb.ID, client.ExecRequest{Argv: []string{"true"}}, nil, nil); !errors.Is(err, client.ErrNotFound) {
@@ -208,7 +208,7 @@ func roundTrips(b *testing.B, w *client.Worker, ready func()) {
 		ready()
 		b.StartTimer()
 		start := time.Now()
-		var sb client.Sandbox
+		var sb client.SandboxInfo
 		var err error
 		r.timed("create", func() { sb, err = w.Create(ctx, client.CreateOptions{}) })
 		if err != nil {
@@ -219,7 +219,7 @@ func roundTrips(b *testing.B, w *client.Worker, ready func()) {
 		if err != nil || res.ExitCode != 0 {
 			b.Fatalf("Exec: %+v %v", res, err)
 		}
-		r.timed("delete", func() { err = w.Delete(ctx, sb.ID) })
+		r.timed("delete", func() { _, err = w.Delete(ctx, sb.ID) })
 		if err != nil {
 			b.Fatalf("Delete: %v", err)
 		}
