@@ -21,7 +21,9 @@ import (
 // limits of a create reaching the runtime.
 func TestSandboxHandle(t *testing.T) {
 	fake := apitest.NewFake(1)
-	w := newWorker(t, fake, func(c *httpapi.Config) { c.Limits = agentsandbox.Limits{MemoryMB: 512, DiskMB: 64, Pids: 128, CPUPercent: 100} })
+	w := newWorker(t, fake, func(c *httpapi.Config) {
+		c.Limits = agentsandbox.Limits{MemoryMB: 512, DiskMB: 64, Pids: 128, CPUPercent: 100}
+	})
 	ctx := ctxT(t)
 
 	_, err := w.Create(ctx, client.CreateOptions{Limits: client.RequestLimits{Pids: 129}})
