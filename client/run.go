@@ -62,22 +62,67 @@ func (sb *Sandbox) Run(ctx context.Context, req ExecRequest, stdin io.Reader, st
 }
 
 // feed streams src (nil: nothing) to the process's stdin in requests of at
-// most stdinChunk bytes, then closes it.
+// most stdinChunk bytes, then closes it. src is read by a goroutine of its
+// own, so that feed returns once ctx ends even while a Read blocks (that
+// goroutine stays until the Read returns).
 func (p *Process) feed(ctx context.Context, src io.Reader) error {
-	for src != nil {
-		r := &chunkReader{r: src, left: stdinChunk}
-		err := p.Stdin(ctx, r, false)
-		if r.err != nil {
-			return fmt.Errorf("read stdin: %w", r.err)
+	pieces, srcErr := pump(ctx, src)
+	for more := src != nil; more; {
+		pr, pw := io.Pipe()
+		sent := make(chan error, 1)
+		go func() { sent <- p.Stdin(ctx, pr, false) }()
+		for n := 0; more && n < stdinChunk; {
+			var b []byte
+			select {
+			case b, more = <-pieces:
+			case <-ctx.Done():
+				pw.CloseWithError(ctx.Err())
+				<-sent
+				return ctx.Err()
+			}
+			if _, err := pw.Write(b); err != nil {
+				break // the request failed: sent says why
+			}
+			n += len(b)
 		}
-		if err != nil {
+		pw.Close()
+		if err := <-sent; err != nil {
 			return err
 		}
-		if r.eof {
-			break
-		}
+	}
+	if err := *srcErr; err != nil {
+		return fmt.Errorf("read stdin: %w", err)
 	}
 	return p.Stdin(ctx, nil, true)
+}
+
+// pump sends what it reads of src (nil: nothing) as pieces until src ends
+// or ctx does, then closes pieces; *srcErr is src's error (not io.EOF)
+// once pieces is closed.
+func pump(ctx context.Context, src io.Reader) (pieces <-chan []byte, srcErr *error) {
+	ch := make(chan []byte)
+	var errp error
+	go func() {
+		defer close(ch)
+		for src != nil {
+			b := make([]byte, 32<<10)
+			n, err := src.Read(b)
+			if n > 0 {
+				select {
+				case ch <- b[:n]:
+				case <-ctx.Done():
+					return
+				}
+			}
+			if err != nil {
+				if !errors.Is(err, io.EOF) {
+					errp = err
+				}
+				return
+			}
+		}
+	}()
+	return ch, &errp
 }
 
 // kill sends KILL to the process, bounded by killTimeout even once ctx
@@ -87,32 +132,4 @@ func (p *Process) kill(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killTimeout)
 	defer cancel()
 	_ = p.Signal(ctx, "KILL")
-}
-
-// chunkReader reads at most left bytes of r, and says whether r ended and
-// how it failed (an HTTP transport hides a body's error).
-type chunkReader struct {
-	r    io.Reader
-	left int64
-	eof  bool
-	err  error
-}
-
-// Read implements io.Reader.
-func (c *chunkReader) Read(p []byte) (int, error) {
-	if c.left <= 0 {
-		return 0, io.EOF
-	}
-	if int64(len(p)) > c.left {
-		p = p[:c.left]
-	}
-	n, err := c.r.Read(p)
-	c.left -= int64(n)
-	switch {
-	case errors.Is(err, io.EOF):
-		c.eof = true
-	case err != nil:
-		c.err = err
-	}
-	return n, err
 }

@@ -120,7 +120,7 @@ func (p *Process) Attach(ctx context.Context) (*Terminal, error) {
 	}
 	ws, err := cfg.DialContext(ctx)
 	if err != nil {
-		if errors.Is(err, websocket.ErrBadStatus) {
+		if de := (*websocket.DialError)(nil); errors.As(err, &de) && de.Err == websocket.ErrBadStatus {
 			// The handshake keeps no answer: the process's state says why.
 			if _, ierr := p.Info(ctx); ierr != nil {
 				return nil, fmt.Errorf("attach: %w", ierr)

@@ -43,8 +43,24 @@ func newRealWorker(tb testing.TB, capacity int, limits agentsandbox.Limits) *cli
 // returns the runtime too.
 func newRealWorkerPool(tb testing.TB, capacity, pool int, limits agentsandbox.Limits) (*client.Worker, *sandbox.Runtime) {
 	tb.Helper()
+	api := newRealAPI(tb, sandbox.Config{Capacity: capacity, Pool: pool}, func(c *Config) { c.Limits = limits })
+	return api.w, api.rt
+}
+
+// realAPI is the API served on a real sandbox runtime: a client of it, the
+// runtime and the server.
+type realAPI struct {
+	w   *client.Worker
+	rt  *sandbox.Runtime
+	srv *httptest.Server
+}
+
+// newRealAPI serves the API on a real runtime of rcfg; mod adjusts the
+// API's Config.
+func newRealAPI(tb testing.TB, rcfg sandbox.Config, mod func(*Config)) *realAPI {
+	tb.Helper()
 	testenv.RequireSandbox(tb)
-	rt, err := sandbox.NewRuntime(sandbox.Config{Capacity: capacity, Pool: pool})
+	rt, err := sandbox.NewRuntime(rcfg)
 	if err != nil {
 		tb.Fatalf("NewRuntime: %v", err)
 	}
@@ -53,13 +69,17 @@ func newRealWorkerPool(tb testing.TB, capacity, pool int, limits agentsandbox.Li
 			tb.Errorf("close runtime: %v", err)
 		}
 	})
-	s, err := New(Config{Runtime: rt, Token: testToken, Limits: limits})
+	cfg := Config{Runtime: rt, Token: testToken}
+	if mod != nil {
+		mod(&cfg)
+	}
+	s, err := New(cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	srv := httptest.NewServer(s.Handler())
 	tb.Cleanup(srv.Close)
-	return client.NewWorker(srv.URL, testToken, srv.Client()), rt
+	return &realAPI{w: client.NewWorker(srv.URL, testToken, srv.Client()), rt: rt, srv: srv}
 }
 
 // TestRealRuntime drives a real sandbox through the API with the client:
