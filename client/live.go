@@ -1,6 +1,3 @@
-// Package client holds the Go clients other programs import: the Live
-// check-in client a sandbox worker uses to report to OpenVibe.Live (this
-// file) and the worker API client OpenVibe.Codes uses.
 package client
 
 import (

@@ -4,14 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"net/http"
 	"net/url"
-	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -19,9 +16,11 @@ import (
 )
 
 // Worker is a client of one sandbox worker's API (see docs/openapi.yaml).
-// Its methods fail with an *APIError when the worker answered with an error
-// (errors.Is matches ErrCapacity, ErrNotFound and ErrUnauthorized), and with
-// a wrapped transport error when no answer arrived.
+// Its methods, and those of its handles (Sandbox, Process, Terminal), fail
+// with an *APIError when the worker answered with an error (errors.Is
+// matches it to the sentinels by its code: ErrNotFound, ErrCapacity, …),
+// and with a wrapped transport error when no answer arrived. A Worker is
+// safe for concurrent use.
 type Worker struct {
 	base  string
 	token string
@@ -41,77 +40,6 @@ func NewWorker(baseURL, token string, httpClient *http.Client) *Worker {
 	}
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	return &Worker{base: strings.TrimRight(baseURL, "/"), token: token, http: c}
-}
-
-// Sentinels matched by errors.Is on an *APIError.
-var (
-	// ErrCapacity: every sandbox slot of the worker is in use (429).
-	ErrCapacity = errors.New("worker api: at capacity")
-	// ErrNotFound: no such sandbox or file (404).
-	ErrNotFound = errors.New("worker api: not found")
-	// ErrUnauthorized: the token was refused (401).
-	ErrUnauthorized = errors.New("worker api: unauthorized")
-)
-
-// APIError is an error answer of the worker: its HTTP status and the
-// `{"error":{code,message}}` of its body.
-type APIError struct {
-	StatusCode int
-	Code       string
-	Message    string
-	// Leftovers lists what an unverified wipe left (code wipe_unverified).
-	Leftovers []string
-	// RetryAfter is the worker's Retry-After (on 429), zero when absent.
-	RetryAfter time.Duration
-}
-
-// Error implements error.
-func (e *APIError) Error() string {
-	return fmt.Sprintf("worker api: %d %s: %s", e.StatusCode, e.Code, e.Message)
-}
-
-// Is matches the sentinel of the status, or of the code (also of an error
-// that ended an exec stream): codes are matched whole, never by a part.
-func (e *APIError) Is(target error) bool {
-	switch target {
-	case ErrCapacity:
-		return e.StatusCode == http.StatusTooManyRequests || e.Code == "at_capacity"
-	case ErrNotFound:
-		return e.StatusCode == http.StatusNotFound || slices.Contains(notFoundCodes(), e.Code)
-	case ErrUnauthorized:
-		return e.StatusCode == http.StatusUnauthorized
-	}
-	return target != nil && codeSentinel(e.Code) == target
-}
-
-// notFoundCodes are the codes ErrNotFound matches.
-func notFoundCodes() []string {
-	return []string{"not_found", "sandbox_not_found", "file_not_found", "process_not_found"}
-}
-
-// apiErrorBody is the JSON of an error answer.
-type apiErrorBody struct {
-	Error struct {
-		Code      string   `json:"code"`
-		Message   string   `json:"message"`
-		Leftovers []string `json:"leftovers"`
-	} `json:"error"`
-}
-
-// readAPIError makes the *APIError of a non-2xx answer.
-func readAPIError(resp *http.Response) error {
-	e := &APIError{StatusCode: resp.StatusCode}
-	var body apiErrorBody
-	raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes))
-	if err := json.Unmarshal(raw, &body); err == nil && body.Error.Code != "" {
-		e.Code, e.Message, e.Leftovers = body.Error.Code, body.Error.Message, body.Error.Leftovers
-	} else {
-		e.Message = strings.TrimSpace(http.StatusText(resp.StatusCode) + " " + string(bytes.TrimSpace(raw)))
-	}
-	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
-		e.RetryAfter = time.Duration(s) * time.Second
-	}
-	return e
 }
 
 // do sends a request and returns the answer when its status is want; any
@@ -203,7 +131,18 @@ type CreateOptions struct {
 	Browser bool `json:"browser,omitempty"`
 	// Egress is what the sandbox may reach; nil takes the worker's default.
 	Egress *agentsandbox.EgressPolicy `json:"egress,omitempty"`
+	// Limits are the sandbox's own, each within the worker's (a zero field
+	// takes the worker's); one over the worker's is a 400 naming it.
+	Limits RequestLimits `json:"limits,omitzero"`
 }
+
+// RequestLimits are the limits a sandbox asks for on create: memory_mb,
+// disk_mb, pids and cpu_percent.
+type RequestLimits = agentsandbox.Limits
+
+// Usage is what a sandbox uses now: memory (now and peak), CPU seconds,
+// tasks and the bytes its writable space holds.
+type Usage = agentsandbox.Usage
 
 // Limits are the limits of a sandbox.
 type Limits struct {
@@ -214,31 +153,42 @@ type Limits struct {
 	TimeBoxMinutes int `json:"time_box_minutes"`
 }
 
-// Sandbox describes a sandbox of the worker.
-type Sandbox struct {
+// SandboxInfo describes a sandbox of the worker.
+type SandboxInfo struct {
 	ID        string    `json:"id"`
 	CreatedAt time.Time `json:"created_at"`
 	ExpiresAt time.Time `json:"expires_at"`
 	Limits    Limits    `json:"limits"`
 	// Egress is the policy the sandbox runs under.
 	Egress agentsandbox.EgressPolicy `json:"egress"`
+	// State ("running") and Usage are set only by (*Sandbox).Info.
+	State string `json:"state,omitempty"`
+	Usage Usage  `json:"usage"`
+}
+
+// WipeReport is the answer to a delete: the wipe removed everything of the
+// sandbox and verified it, in Duration.
+type WipeReport struct {
+	Verified bool
+	Duration time.Duration
 }
 
 // Create makes a sandbox. It fails with ErrCapacity when every slot is in
-// use (see APIError.RetryAfter) and with a 400 *APIError for bad options.
-func (w *Worker) Create(ctx context.Context, opts CreateOptions) (Sandbox, error) {
-	var sb Sandbox
+// use (see APIError.RetryAfter) and with ErrInvalidRequest for bad options
+// (a limit over the worker's among them). See Sandbox for a handle of it.
+func (w *Worker) Create(ctx context.Context, opts CreateOptions) (SandboxInfo, error) {
+	var sb SandboxInfo
 	if err := w.doJSON(ctx, http.MethodPost, "/v1/sandboxes", opts, &sb, http.StatusCreated); err != nil {
-		return Sandbox{}, fmt.Errorf("create sandbox: %w", err)
+		return SandboxInfo{}, fmt.Errorf("create sandbox: %w", err)
 	}
 	return sb, nil
 }
 
 // List returns the worker's sandboxes. Its errors are those of every Worker
 // method (see Worker).
-func (w *Worker) List(ctx context.Context) ([]Sandbox, error) {
+func (w *Worker) List(ctx context.Context) ([]SandboxInfo, error) {
 	var out struct {
-		Items []Sandbox `json:"items"`
+		Items []SandboxInfo `json:"items"`
 	}
 	if err := w.doJSON(ctx, http.MethodGet, "/v1/sandboxes", nil, &out, http.StatusOK); err != nil {
 		return nil, fmt.Errorf("list sandboxes: %w", err)
@@ -246,13 +196,9 @@ func (w *Worker) List(ctx context.Context) ([]Sandbox, error) {
 	return out.Items, nil
 }
 
-// Delete wipes a sandbox. It fails with ErrNotFound for an unknown one, and
-// with a 500 *APIError listing Leftovers when the wipe could not verify.
-func (w *Worker) Delete(ctx context.Context, id string) error {
-	if err := w.doJSON(ctx, http.MethodDelete, sandboxPath(id), nil, nil, http.StatusOK); err != nil {
-		return fmt.Errorf("delete sandbox: %w", err)
-	}
-	return nil
+// Delete wipes sandbox id: see (*Sandbox).Delete.
+func (w *Worker) Delete(ctx context.Context, id string) (WipeReport, error) {
+	return w.Sandbox(id).Delete(ctx)
 }
 
 // PutFile writes r to path (relative to /workspace) in sandbox id with mode

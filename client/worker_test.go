@@ -103,10 +103,10 @@ func TestWorkerRoundTrip(t *testing.T) {
 	if err != nil || st.Capacity != 1 || st.Active != 1 || st.SelfTest == nil || !st.SelfTest.Passed {
 		t.Fatalf("Status: %+v %v", st, err)
 	}
-	if err := w.Delete(ctx, sb.ID); err != nil {
+	if rep, err := w.Delete(ctx, sb.ID); err != nil || !rep.Verified {
 		t.Fatalf("Delete: %v", err)
 	}
-	if err := w.Delete(ctx, sb.ID); !errors.Is(err, client.ErrNotFound) {
+	if _, err := w.Delete(ctx, sb.ID); !errors.Is(err, client.ErrNotFound) {
 		t.Fatalf("Delete again: %v", err)
 	}
 }
@@ -151,7 +151,7 @@ func TestWorkerErrors(t *testing.T) {
 			wantIs: client.ErrNotFound, wantStatus: 404, wantCode: "file_not_found"},
 		{name: "ErrSelfTest", call: func() error { _, err := w.RunSelfTest(ctx); return err },
 			wantStatus: 501, wantCode: "no_selftest"},
-		{name: "ErrWipeUnverified", call: func() error { return w.Delete(ctx, info.ID) },
+		{name: "ErrWipeUnverified", call: func() error { _, err := w.Delete(ctx, info.ID); return err },
 			wantStatus: 500, wantCode: "wipe_unverified", wantMsg: "1 leftovers"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -195,8 +195,8 @@ func runInSandbox(ctx context.Context, t *testing.T, wc *client.Worker) {
 	if err != nil || res.ExitCode != 0 || out.String() != "hello from the sandbox\n1000\n" {
 		t.Errorf("exec: %+v %v %q", res, err, out.String())
 	}
-	if err := wc.Delete(ctx, sb.ID); err != nil {
-		t.Errorf("delete: %v", err)
+	if rep, err := wc.Delete(ctx, sb.ID); err != nil || !rep.Verified {
+		t.Errorf("delete: %+v %v", rep, err)
 	}
 }
 

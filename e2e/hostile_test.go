@@ -187,7 +187,7 @@ func TestEverySlotLost(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = leak.Process.Kill(); _ = leak.Wait() })
 	var apiErr *client.APIError
-	if err := wc.Delete(ctx, sb.ID); !errors.As(err, &apiErr) || apiErr.Code != "wipe_unverified" {
+	if _, err := wc.Delete(ctx, sb.ID); !errors.As(err, &apiErr) || apiErr.Code != "wipe_unverified" {
 		t.Fatalf("delete with a leftover process: %v, want wipe_unverified", err)
 	}
 	status, err := wc.Status(ctx)

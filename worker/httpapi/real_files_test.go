@@ -57,7 +57,7 @@ func newRealFiles(tb testing.TB, diskMB int, maxUpload int64) *realFiles {
 	if err != nil {
 		tb.Fatalf("Create: %v", err)
 	}
-	tb.Cleanup(func() { _ = w.Delete(context.Background(), sb.ID) })
+	tb.Cleanup(func() { _, _ = w.Delete(context.Background(), sb.ID) })
 	return &realFiles{w: w, files: w.Files(sb.ID), id: sb.ID, url: srv.URL}
 }
 

@@ -43,8 +43,24 @@ func newRealWorker(tb testing.TB, capacity int, limits agentsandbox.Limits) *cli
 // returns the runtime too.
 func newRealWorkerPool(tb testing.TB, capacity, pool int, limits agentsandbox.Limits) (*client.Worker, *sandbox.Runtime) {
 	tb.Helper()
+	api := newRealAPI(tb, sandbox.Config{Capacity: capacity, Pool: pool}, func(c *Config) { c.Limits = limits })
+	return api.w, api.rt
+}
+
+// realAPI is the API served on a real sandbox runtime: a client of it, the
+// runtime and the server.
+type realAPI struct {
+	w   *client.Worker
+	rt  *sandbox.Runtime
+	srv *httptest.Server
+}
+
+// newRealAPI serves the API on a real runtime of rcfg; mod adjusts the
+// API's Config.
+func newRealAPI(tb testing.TB, rcfg sandbox.Config, mod func(*Config)) *realAPI {
+	tb.Helper()
 	testenv.RequireSandbox(tb)
-	rt, err := sandbox.NewRuntime(sandbox.Config{Capacity: capacity, Pool: pool})
+	rt, err := sandbox.NewRuntime(rcfg)
 	if err != nil {
 		tb.Fatalf("NewRuntime: %v", err)
 	}
@@ -53,13 +69,17 @@ func newRealWorkerPool(tb testing.TB, capacity, pool int, limits agentsandbox.Li
 			tb.Errorf("close runtime: %v", err)
 		}
 	})
-	s, err := New(Config{Runtime: rt, Token: testToken, Limits: limits})
+	cfg := Config{Runtime: rt, Token: testToken}
+	if mod != nil {
+		mod(&cfg)
+	}
+	s, err := New(cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	srv := httptest.NewServer(s.Handler())
 	tb.Cleanup(srv.Close)
-	return client.NewWorker(srv.URL, testToken, srv.Client()), rt
+	return &realAPI{w: client.NewWorker(srv.URL, testToken, srv.Client()), rt: rt, srv: srv}
 }
 
 // TestRealRuntime drives a real sandbox through the API with the client:
@@ -77,7 +97,7 @@ func TestRealRuntime(t *testing.T) {
 	deleted := false
 	t.Cleanup(func() {
 		if !deleted {
-			_ = w.Delete(context.Background(), sb.ID)
+			_, _ = w.Delete(context.Background(), sb.ID)
 		}
 	})
 	if _, err := w.Create(ctx, client.CreateOptions{}); !errors.Is(err, client.ErrCapacity) {
@@ -139,11 +159,11 @@ func TestRealRuntime(t *testing.T) {
 	}
 
 	list, err := w.List(ctx)
-	if err != nil || !slices.ContainsFunc(list, func(s client.Sandbox) bool { return s.ID == sb.ID }) {
+	if err != nil || !slices.ContainsFunc(list, func(s client.SandboxInfo) bool { return s.ID == sb.ID }) {
 		t.Fatalf("List: %+v %v", list, err)
 	}
-	if err := w.Delete(ctx, sb.ID); err != nil {
-		t.Fatalf("Delete: %v", err)
+	if rep, err := w.Delete(ctx, sb.ID); err != nil || !rep.Verified || rep.Duration <= 0 {
+		t.Fatalf("Delete: %+v %v", rep, err)
 	}
 	deleted = true
 	if _, err := w.Exec(ctx, sb.ID, client.ExecRequest{Argv: []string{"true"}}, nil, nil); !errors.Is(err, client.ErrNotFound) {
@@ -208,7 +228,7 @@ func roundTrips(b *testing.B, w *client.Worker, ready func()) {
 		ready()
 		b.StartTimer()
 		start := time.Now()
-		var sb client.Sandbox
+		var sb client.SandboxInfo
 		var err error
 		r.timed("create", func() { sb, err = w.Create(ctx, client.CreateOptions{}) })
 		if err != nil {
@@ -219,7 +239,7 @@ func roundTrips(b *testing.B, w *client.Worker, ready func()) {
 		if err != nil || res.ExitCode != 0 {
 			b.Fatalf("Exec: %+v %v", res, err)
 		}
-		r.timed("delete", func() { err = w.Delete(ctx, sb.ID) })
+		r.timed("delete", func() { _, err = w.Delete(ctx, sb.ID) })
 		if err != nil {
 			b.Fatalf("Delete: %v", err)
 		}
