@@ -202,7 +202,10 @@ func TestRealBadCwd(t *testing.T) {
 			_, err := sb.Exec(ctx, client.ExecRequest{Argv: []string{"true"}, Cwd: cwd}, nil, nil)
 			return err
 		},
-		"Start": func(cwd string) error { _, err := sb.Start(ctx, client.ExecRequest{Argv: []string{"true"}, Cwd: cwd}); return err },
+		"Start": func(cwd string) error {
+			_, err := sb.Start(ctx, client.ExecRequest{Argv: []string{"true"}, Cwd: cwd})
+			return err
+		},
 		"Run": func(cwd string) error {
 			_, err := sb.Run(ctx, client.ExecRequest{Argv: []string{"true"}, Cwd: cwd}, nil, nil, nil)
 			return err
