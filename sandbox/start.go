@@ -136,7 +136,10 @@ func (r *Runtime) enter(ctx context.Context, b *sandboxState, p *launchPipes) er
 	b.initPid = st.ChildPid
 	if !b.bornInGroup {
 		for _, pid := range []int{b.cmd.Process.Pid, st.ChildPid} {
-			if err := b.group.Enter(pid); err != nil {
+			if err := b.group.Enter(pid); errors.Is(err, syscall.ESRCH) {
+				// It died before it could be moved: its stderr says why.
+				return startError(ctx, b, fmt.Errorf("enter cgroup: %w: %w", err, io.EOF))
+			} else if err != nil {
 				return fmt.Errorf("start sandbox: %w", err)
 			}
 		}
