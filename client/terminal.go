@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/net/websocket"
+	"openvibe.network/agentsandbox/internal/wsmsg"
 )
 
 // TerminalOptions are the command of a Terminal and its terminal's size.
@@ -60,27 +61,6 @@ type attachMessage struct {
 	Bytes   int64        `json:"bytes,omitempty"`
 	Process *ProcessInfo `json:"process,omitempty"`
 	Error   *wireError   `json:"error,omitempty"`
-}
-
-// wsMessage is one WebSocket message, text or binary.
-type wsMessage struct {
-	text bool
-	data []byte
-}
-
-// wsCodec sends and receives wsMessages.
-var wsCodec = websocket.Codec{
-	Marshal: func(v any) ([]byte, byte, error) {
-		m := v.(wsMessage)
-		if m.text {
-			return m.data, websocket.TextFrame, nil
-		}
-		return m.data, websocket.BinaryFrame, nil
-	},
-	Unmarshal: func(data []byte, payloadType byte, v any) error {
-		*v.(*wsMessage) = wsMessage{text: payloadType == websocket.TextFrame, data: data}
-		return nil
-	},
 }
 
 // Terminal starts opts' command in the background on a terminal of the
@@ -154,22 +134,22 @@ func (t *Terminal) Read(p []byte) (int, error) {
 
 // next receives one message into the read side.
 func (t *Terminal) next() {
-	var m wsMessage
-	if err := wsCodec.Receive(t.ws, &m); err != nil {
+	m, err := wsmsg.Receive(t.ws)
+	if err != nil {
 		if errors.Is(err, io.EOF) {
 			err = errNoEnd
 		}
 		t.err = fmt.Errorf("terminal: %w", err)
 		return
 	}
-	if !m.text {
-		if len(m.data) > 0 && (m.data[0] == attachStdout || m.data[0] == attachStderr) {
-			t.pending = m.data[1:]
+	if !m.Text {
+		if len(m.Data) > 0 && (m.Data[0] == attachStdout || m.Data[0] == attachStderr) {
+			t.pending = m.Data[1:]
 		}
 		return
 	}
 	var msg attachMessage
-	if err := json.Unmarshal(m.data, &msg); err != nil {
+	if err := json.Unmarshal(m.Data, &msg); err != nil {
 		t.err = fmt.Errorf("terminal: read message: %w", err)
 		return
 	}
@@ -218,7 +198,7 @@ func (t *Terminal) Write(p []byte) (int, error) {
 	n := 0
 	for n < len(p) {
 		end := min(len(p), n+maxInput)
-		if err := wsCodec.Send(t.ws, wsMessage{data: p[n:end]}); err != nil {
+		if err := wsmsg.Send(t.ws, wsmsg.Message{Data: p[n:end]}); err != nil {
 			return n, fmt.Errorf("terminal: write: %w", err)
 		}
 		n = end
@@ -242,7 +222,7 @@ func (t *Terminal) send(msg attachMessage) error {
 	if err != nil {
 		return err
 	}
-	if err := wsCodec.Send(t.ws, wsMessage{text: true, data: b}); err != nil {
+	if err := wsmsg.Send(t.ws, wsmsg.Message{Text: true, Data: b}); err != nil {
 		return fmt.Errorf("terminal: %s: %w", msg.Type, err)
 	}
 	return nil

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"golang.org/x/net/websocket"
+	"openvibe.network/agentsandbox/internal/wsmsg"
 	"openvibe.network/agentsandbox/sandbox"
 )
 
@@ -46,27 +47,6 @@ type AttachMessage struct {
 
 // maxAttachMessage bounds one message from the client.
 const maxAttachMessage = 1 << 20
-
-// wsMessage is one WebSocket message, text or binary.
-type wsMessage struct {
-	text bool
-	data []byte
-}
-
-// wsCodec sends and receives wsMessages.
-var wsCodec = websocket.Codec{
-	Marshal: func(v any) ([]byte, byte, error) {
-		m := v.(wsMessage)
-		if m.text {
-			return m.data, websocket.TextFrame, nil
-		}
-		return m.data, websocket.BinaryFrame, nil
-	},
-	Unmarshal: func(data []byte, payloadType byte, v any) error {
-		*v.(*wsMessage) = wsMessage{text: payloadType == websocket.TextFrame, data: data}
-		return nil
-	},
-}
 
 // attach handles GET …/processes/{pid}/attach: see the attach protocol.
 // Everything that can be refused is refused before the upgrade, as a plain
@@ -136,18 +116,18 @@ func (s *Server) serveAttach(ctx context.Context, ws *websocket.Conn, att *sandb
 	go func() { // the client's input
 		defer cancel()
 		for {
-			var m wsMessage
-			if err := wsCodec.Receive(ws, &m); err != nil {
+			m, err := wsmsg.Receive(ws)
+			if err != nil {
 				return
 			}
-			if !m.text {
-				if att.Input(m.data) != nil {
+			if !m.Text {
+				if att.Input(m.Data) != nil {
 					return
 				}
 				continue
 			}
 			var msg AttachMessage
-			if json.Unmarshal(m.data, &msg) != nil {
+			if json.Unmarshal(m.Data, &msg) != nil {
 				continue
 			}
 			switch msg.Type {
@@ -161,13 +141,13 @@ func (s *Server) serveAttach(ctx context.Context, ws *websocket.Conn, att *sandb
 		}
 	}()
 
-	send := func(m wsMessage) bool {
+	send := func(m wsmsg.Message) bool {
 		_ = ws.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
-		return wsCodec.Send(ws, m) == nil
+		return wsmsg.Send(ws, m) == nil
 	}
 	sendJSON := func(msg AttachMessage) bool {
 		b, _ := json.Marshal(msg)
-		return send(wsMessage{text: true, data: b})
+		return send(wsmsg.Message{Text: true, Data: b})
 	}
 	drain := func() bool {
 		for _, c := range q.take() {
@@ -183,7 +163,7 @@ func (s *Server) serveAttach(ctx context.Context, ws *websocket.Conn, att *sandb
 			if c.stream == stderr {
 				tag = AttachStderr
 			}
-			if !send(wsMessage{data: append([]byte{tag}, c.data...)}) {
+			if !send(wsmsg.Message{Data: append([]byte{tag}, c.data...)}) {
 				return false
 			}
 		}
