@@ -249,6 +249,9 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) error {
 	}
 	ew := s.newEventWriter(w)
 	ew.start()
+	if !ew.send(q.take()) { // the output whose wake the select above took
+		cancel()
+	}
 	for !finished {
 		select {
 		case <-q.wake:
