@@ -53,14 +53,7 @@ func crashHelper(stateDir string) int {
 // its uid, no directory, no lock.
 func TestCrashLeavesNothing(t *testing.T) {
 	testenv.RequireSandbox(t)
-	state, err := os.MkdirTemp("/run", "codes-sandbox-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(state) })
-	if err := os.Chmod(state, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	state := stateDir(t)
 	helper := exec.Command(os.Args[0], "-test.run=^$")
 	helper.Env = append(os.Environ(), crashHelperEnv+"="+state)
 	stdout, err := helper.StdoutPipe()
@@ -124,19 +117,26 @@ func TestCrashLeavesNothing(t *testing.T) {
 func TestStaleKeepsLiveRuntimes(t *testing.T) {
 	live := newRuntime(t, Config{Capacity: 1})
 	info := newBox(t, live, Options{})
-	state, err := os.MkdirTemp("/run", "codes-sandbox-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(state) })
-	if err := os.Chmod(state, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	newRuntime(t, Config{Capacity: 1, StateDir: state})
+	newRuntime(t, Config{Capacity: 1, StateDir: stateDir(t)})
 	if out := shOK(t, live, info.ID, "echo alive"); out != "alive\n" {
 		t.Fatalf("the live runtime's sandbox: %q", out)
 	}
 	if _, err := os.Stat(live.dir); err != nil {
 		t.Fatalf("the live runtime's directory: %v", err)
 	}
+}
+
+// stateDir returns a state directory of the test's own (root-owned, 0755,
+// under /run like the default), removed at the end of the test.
+func stateDir(tb testing.TB) string {
+	tb.Helper()
+	dir, err := os.MkdirTemp("/run", "codes-sandbox-test-")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	return dir
 }

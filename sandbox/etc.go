@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"syscall"
 
 	"openvibe.network/agentsandbox/sandbox/control"
 )
@@ -48,13 +49,26 @@ func etcFiles(hostname string) map[string]string {
 	}
 }
 
+// Names of the /etc copies under a state dir: etcPrefix+fingerprint when
+// complete, etcTmpPrefix while being built, etcGonePrefix while being
+// removed. removeUnusedEtc takes any of them that no runtime holds.
+const (
+	etcPrefix     = "etc-"
+	etcTmpPrefix  = etcPrefix + "tmp-"
+	etcGonePrefix = etcPrefix + "gone-"
+)
+
 // buildEtc returns the prepared /etc of every sandbox under stateDir: the
 // generated files plus a copy of the etcHostFiles entries of hostEtc, in a
 // directory named by a fingerprint of its sources. One directory bound at
 // /etc costs one mount instead of one per file; the fingerprint (names,
 // sizes, modification times) makes a changed host /etc give a new copy, and
 // runtimes share an existing one.
-func buildEtc(stateDir, hostEtc string) (string, error) {
+//
+// It also returns a shared lock on the directory, which the runtime holds
+// for as long as its sandboxes may bind it: removeUnusedEtc removes only
+// copies that no one holds.
+func buildEtc(stateDir, hostEtc string) (dir string, lock *os.File, err error) {
 	gen := etcFiles(hostname)
 	h := sha256.New()
 	for _, name := range slices.Sorted(maps.Keys(gen)) {
@@ -65,25 +79,178 @@ func buildEtc(stateDir, hostEtc string) (string, error) {
 			fmt.Fprintf(h, "host %s %d %d %v\n", name, fi.Size(), fi.ModTime().UnixNano(), fi.Mode())
 		}
 	}
-	dir := filepath.Join(stateDir, "etc-"+hex.EncodeToString(h.Sum(nil))[:16])
-	if _, err := os.Stat(dir); err == nil {
-		return dir, nil
-	}
-	tmp, err := os.MkdirTemp(stateDir, "etc-tmp-")
-	if err != nil {
-		return "", fmt.Errorf("build /etc: %w", err)
-	}
-	defer os.RemoveAll(tmp)
-	if err := fillEtc(tmp, hostEtc, gen); err != nil {
-		return "", err
-	}
-	if err := os.Rename(tmp, dir); err != nil {
-		if _, serr := os.Stat(dir); serr == nil {
-			return dir, nil // another runtime made it first
+	dir = filepath.Join(stateDir, etcPrefix+hex.EncodeToString(h.Sum(nil))[:16])
+	// A copy found but removed before it could be locked (its last holder
+	// had just ended) is built again; a few rounds are plenty.
+	for range 3 {
+		lock, err = lockShared(dir)
+		if err == nil {
+			return dir, lock, nil
 		}
-		return "", fmt.Errorf("build /etc: %w", err)
+		if !errors.Is(err, fs.ErrNotExist) {
+			return "", nil, fmt.Errorf("build /etc: lock %s: %w", dir, err)
+		}
+		switch lock, err = newEtc(stateDir, hostEtc, gen, dir); {
+		case err != nil:
+			return "", nil, err
+		case lock != nil:
+			return dir, lock, nil
+		}
 	}
-	return dir, nil
+	return "", nil, fmt.Errorf("build /etc: %s was removed each time it was made; is another program removing copies in %s?", dir, stateDir)
+}
+
+// newEtc builds a copy in a temporary directory, locked (shared) before it
+// is filled so that no one removes it, and renames it to dir. It returns
+// nil and no error when another runtime made dir first (take theirs).
+func newEtc(stateDir, hostEtc string, gen map[string]string, dir string) (*os.File, error) {
+	tmp, err := os.MkdirTemp(stateDir, etcTmpPrefix)
+	if err != nil {
+		return nil, fmt.Errorf("build /etc: %w", err)
+	}
+	lock, err := lockShared(tmp)
+	if err == nil {
+		err = fillEtc(tmp, hostEtc, gen)
+	}
+	if err == nil {
+		if err = os.Rename(tmp, dir); err == nil {
+			return lock, nil
+		}
+		if _, serr := os.Lstat(dir); serr == nil {
+			err = nil // another runtime made it first
+		}
+	}
+	if lock != nil {
+		lock.Close()
+	}
+	os.RemoveAll(tmp)
+	if err != nil {
+		return nil, fmt.Errorf("build /etc: %w", err)
+	}
+	return nil, nil
+}
+
+// lockShared opens the directory at path and takes a shared lock on it,
+// waiting while a remover holds it, then checks that path still names that
+// directory: fs.ErrNotExist when it is gone or was removed meanwhile.
+func lockShared(path string) (*os.File, error) {
+	f, err := openDir(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if !namesFile(path, f) {
+		f.Close()
+		return nil, fs.ErrNotExist
+	}
+	return f, nil
+}
+
+// removeUnusedEtc removes every /etc copy under stateDir that no runtime
+// holds: copies of a host /etc that has changed since, copies whose last
+// runtime ended, and what a builder or remover that died left half done.
+// A copy leaves its name (a rename) before it is emptied, so a runtime
+// that looks for it meanwhile builds a new one instead of binding a
+// half-removed one. It removes nothing while a live runtime in stateDir
+// other than self has not declared its copy (see undeclaredRuntime).
+// Errors name the copy that could not be removed.
+func removeUnusedEtc(stateDir, self string) error {
+	if undeclaredRuntime(stateDir, self) {
+		return nil
+	}
+	paths, err := filepath.Glob(filepath.Join(stateDir, etcPrefix+"*"))
+	if err != nil {
+		return fmt.Errorf("remove unused /etc copies: %w", err)
+	}
+	var errs []error
+	for _, p := range paths {
+		if err := removeEtcIfUnused(p); err != nil {
+			errs = append(errs, fmt.Errorf("remove unused /etc copy: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// removeEtcIfUnused removes the copy at path unless a runtime holds it (or
+// path is not a directory, so not a copy).
+func removeEtcIfUnused(path string) error {
+	f, err := openDir(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR), errors.Is(err, syscall.ELOOP):
+		return nil
+	case err != nil:
+		return err
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); errors.Is(err, syscall.EWOULDBLOCK) {
+		return nil // in use
+	} else if err != nil {
+		return fmt.Errorf("lock %s: %w", path, err)
+	}
+	// A copy removed and made again between the open and the lock is a new
+	// one, held by its maker.
+	if !namesFile(path, f) {
+		return nil
+	}
+	gone := filepath.Join(filepath.Dir(path), etcGonePrefix+randomID())
+	if err := os.Rename(path, gone); err != nil {
+		return err
+	}
+	return removeOwnTree(gone)
+}
+
+// etcLink is the symlink in a runtime's directory to the /etc copy it
+// holds: it declares that the runtime locks its copy.
+const etcLink = "etc"
+
+// undeclaredRuntime reports whether a live runtime in stateDir other than
+// self has no etcLink: one still starting, or one of a build from before
+// copies were locked, which binds its copy without holding it.
+func undeclaredRuntime(stateDir, self string) bool {
+	dirs, _ := filepath.Glob(filepath.Join(stateDir, "rt-*"))
+	for _, d := range dirs {
+		name := filepath.Base(d)
+		if name == self {
+			continue
+		}
+		if _, err := os.Lstat(filepath.Join(d, etcLink)); err == nil {
+			continue
+		}
+		// The lock of a runtime of an earlier build is in its directory.
+		if lockHeld(filepath.Join(runtimeLockDir, name+".lock")) || lockHeld(filepath.Join(d, "lock")) {
+			return true
+		}
+	}
+	return false
+}
+
+// lockHeld reports whether another process holds the lock file at path
+// (never creating it).
+func lockHeld(path string) bool {
+	f, err := os.OpenFile(path, os.O_RDWR|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	return errors.Is(syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB), syscall.EWOULDBLOCK)
+}
+
+// openDir opens the directory at path, never following a symlink.
+func openDir(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+}
+
+// namesFile reports whether path (not followed) is the file f has open.
+func namesFile(path string, f *os.File) bool {
+	a, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	b, err := os.Lstat(path)
+	return err == nil && os.SameFile(a, b)
 }
 
 func fillEtc(dir, hostEtc string, gen map[string]string) error {

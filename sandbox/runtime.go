@@ -106,7 +106,8 @@ type Runtime struct {
 	dir     string   // this runtime's directory under StateDir
 	dirLock *os.File // held while the runtime lives (see removeStale)
 	init    string   // the copied init binary
-	etcDir  string
+	etcDir  string   // the /etc its sandboxes bind (see buildEtc)
+	etcLock *os.File // shared lock on etcDir, held while the runtime lives
 	links   map[string]string
 	log     *slog.Logger
 	// janitor is woken (non-blocking send) when there is something to
@@ -176,6 +177,9 @@ func NewRuntime(cfg Config) (*Runtime, error) {
 		r.releaseSlots()
 		if r.dir != "" {
 			_ = removeOwnTree(r.dir)
+		}
+		if r.etcLock != nil {
+			r.etcLock.Close()
 		}
 		if r.dirLock != nil {
 			r.dirLock.Close()
@@ -381,9 +385,17 @@ func (r *Runtime) Close() error {
 			errs = append(errs, fmt.Errorf("close: %w", err))
 		}
 	}
-	if r.dirLock != nil {
-		r.dirLock.Close()
+	r.etcLock.Close()
+	if err := removeUnusedEtc(r.cfg.StateDir, r.name); err != nil {
+		r.log.Warn("cannot remove the /etc copies no runtime uses; the next runtime tries again", "err", err)
 	}
+	if len(errs) == 0 {
+		// Nothing of this runtime is left for the next one to find by its
+		// lock. Removed while still held: one that opened it meanwhile
+		// finds a dead runtime with nothing left.
+		_ = os.Remove(filepath.Join(runtimeLockDir, r.name+".lock"))
+	}
+	r.dirLock.Close()
 	return errors.Join(errs...)
 }
 

@@ -14,7 +14,8 @@ import (
 // prepareDir removes what dead runtimes left, then makes this runtime's own
 // directory under StateDir (with the init binary, so the unprivileged
 // sandbox uid can read it wherever the original lives) and the generated
-// /etc files, and takes the runtime's lock.
+// /etc files, takes the runtime's lock, and removes the /etc copies that no
+// runtime uses any more.
 func (r *Runtime) prepareDir() error {
 	if err := ensureTraversable(r.cfg.StateDir); err != nil {
 		return err
@@ -46,8 +47,14 @@ func (r *Runtime) prepareDir() error {
 	if err := copyBinary(r.cfg.InitBinary, r.init); err != nil {
 		return err
 	}
-	if r.etcDir, err = buildEtc(r.cfg.StateDir, "/etc"); err != nil {
+	if r.etcDir, r.etcLock, err = buildEtc(r.cfg.StateDir, "/etc"); err != nil {
 		return err
+	}
+	if err := os.Symlink(r.etcDir, filepath.Join(r.dir, etcLink)); err != nil {
+		return fmt.Errorf("state dir: %w", err)
+	}
+	if err := removeUnusedEtc(r.cfg.StateDir, r.name); err != nil {
+		r.log.Warn("cannot remove the /etc copies no runtime uses; the next runtime tries again", "err", err)
 	}
 	r.links = usrLinks("/")
 	return nil

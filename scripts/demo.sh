@@ -31,35 +31,56 @@ wait_for() {
 	done
 }
 
-TMP=$(mktemp -d /tmp/agentsandbox-demo.XXXXXX)
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/agentsandbox-demo.XXXXXX")
 chmod 0700 "$TMP"
 LIVE_PID= WORKER_PID=
+# note LINE...: cleanup's messages. The demo's output may be a pipe whose reader
+# is gone (`make demo | head`): a failed write is dropped, and the next ones
+# are not tried, so nothing stops the cleanup or prints write errors.
+OUT_GONE=
+note() { [ -n "$OUT_GONE" ] || printf '%s\n' "$@" 2>/dev/null || OUT_GONE=1; }
+# cleanup runs once, on every way out (the EXIT trap; the signal traps below
+# turn a signal into an exit). It ignores the signals that would cut it
+# short, a closed stdout included (SIGPIPE), and does every step whatever
+# the one before did (no set -e); each wait in it is bounded.
 cleanup() {
 	local code=$?
-	trap - EXIT INT TERM
-	say "stopping"
+	trap '' INT TERM HUP PIPE
+	trap - EXIT
+	set +e
+	note "" $'\033[1m== stopping\033[0m'
 	if [ -n "$WORKER_PID" ] && kill -0 "$WORKER_PID" 2>/dev/null; then
 		kill -TERM "$WORKER_PID"
 		for _ in $(seq 150); do kill -0 "$WORKER_PID" 2>/dev/null || break; sleep 0.1; done
-		kill -0 "$WORKER_PID" 2>/dev/null && { echo "worker did not stop in 15 s; killing it"; kill -KILL "$WORKER_PID"; }
-		wait "$WORKER_PID" 2>/dev/null && echo "worker stopped (every sandbox wiped)" || echo "worker exited with $?"
+		if kill -0 "$WORKER_PID" 2>/dev/null; then
+			note "worker did not stop in 15 s; killing it (the next worker to start removes what its sandboxes left)"
+			kill -KILL "$WORKER_PID"
+		fi
+		if wait "$WORKER_PID" 2>/dev/null; then note "worker stopped (every sandbox wiped)"; else note "worker exited with $?"; fi
 	fi
 	if [ -n "$LIVE_PID" ] && kill -0 "$LIVE_PID" 2>/dev/null; then
 		kill -TERM "$LIVE_PID"
-		wait "$LIVE_PID" 2>/dev/null && echo "Live stopped" || true
+		for _ in $(seq 150); do kill -0 "$LIVE_PID" 2>/dev/null || break; sleep 0.1; done
+		kill -0 "$LIVE_PID" 2>/dev/null && kill -KILL "$LIVE_PID"
+		wait "$LIVE_PID" 2>/dev/null && note "Live stopped"
 	fi
-	if [ $code -ne 0 ]; then
-		echo "demo failed (exit $code); last worker log lines:"
-		tail -n 5 "$TMP/worker.log" 2>/dev/null || true
+	if [ $code -ne 0 ] && [ -z "$OUT_GONE" ]; then
+		note "demo failed (exit $code); last worker log lines:"
+		tail -n 5 "$TMP/worker.log" 2>/dev/null
 	fi
 	rm -rf "$TMP"
 	exit $code
 }
-trap cleanup EXIT INT TERM
+trap cleanup EXIT
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 141' PIPE
+trap 'exit 143' TERM
 
 DB="sqlite:$TMP/ovlive.db"
 say "starting Live (ovlive) on SQLite, on a free loopback port"
-"$BIN/ovlive" serve --listen 127.0.0.1:0 --addr-file "$TMP/live.addr" --db "$DB" 2>"$TMP/live.log" &
+# Both servers write to their logs only: neither holds the demo's output.
+"$BIN/ovlive" serve --listen 127.0.0.1:0 --addr-file "$TMP/live.addr" --db "$DB" >"$TMP/live.log" 2>&1 &
 LIVE_PID=$!
 wait_for "$WAIT" "Live to listen" test -s "$TMP/live.addr"
 LIVE="http://$(cat "$TMP/live.addr")"
@@ -83,7 +104,7 @@ API_TOKEN=$(cat "$TMP/api.token")
 "$BIN/codes-sandbox" serve --listen 127.0.0.1:0 --addr-file "$TMP/worker.addr" \
 	--api-token-file "$TMP/api.token" --capacity 2 \
 	--live-url "$LIVE" --stream "$STREAM" --subject "$PERSON" --service-token-file "$TMP/service.token" \
-	2>"$TMP/worker.log" &
+	>"$TMP/worker.log" 2>&1 &
 WORKER_PID=$!
 wait_for "$WAIT" "the worker to listen" test -s "$TMP/worker.addr"
 WORKER="http://$(cat "$TMP/worker.addr")"
