@@ -277,7 +277,18 @@ func (r *Runtime) launch(b *sandboxState, initFiles []*os.File) (*launchPipes, e
 		b.cmd.SysProcAttr.UseCgroupFD, b.cmd.SysProcAttr.CgroupFD = true, int(dir.Fd())
 		b.bornInGroup = true
 	}
-	if err := b.cmd.Start(); err != nil {
+	err = b.cmd.Start()
+	if err != nil && b.bornInGroup && errors.Is(err, syscall.ENOSYS) {
+		// clone3 refused (a container's seccomp profile answers ENOSYS, an
+		// old kernel has none): start it the old way and move it in.
+		c, attr := b.cmd, *b.cmd.SysProcAttr
+		attr.UseCgroupFD, attr.CgroupFD = false, 0
+		b.cmd = &exec.Cmd{Path: c.Path, Args: c.Args, Env: c.Env, Dir: c.Dir, Stdin: c.Stdin, Stdout: c.Stdout, Stderr: c.Stderr,
+			ExtraFiles: c.ExtraFiles, SysProcAttr: &attr, WaitDelay: c.WaitDelay}
+		b.bornInGroup = false
+		err = b.cmd.Start()
+	}
+	if err != nil {
 		p.close()
 		return nil, fmt.Errorf("start sandbox: bubblewrap: %w", err)
 	}
