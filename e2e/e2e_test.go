@@ -19,14 +19,6 @@ import (
 	"openvibe.network/agentsandbox/live/sqlite"
 )
 
-// firstCheckInBound is how soon after the worker's start its first check-in
-// must make the owner's view alive. The worker checks in at start, right
-// after its first self-test, not after its first 20 s interval (at least
-// 16 s with jitter); the bound tells those apart without being a timing
-// test that a loaded CI machine could fail. The measured delay (typically
-// well under a second) is logged; the benchmark scripts measure speed.
-const firstCheckInBound = 12 * time.Second
-
 // startLive runs `ovlive serve` on SQLite in a temp dir and seeds it.
 func startLive(t *testing.T, bin string) (string, world) {
 	t.Helper()
@@ -50,15 +42,15 @@ func TestWorkerChecksInAlive(t *testing.T) {
 	if v := view(t, live, w); v.State != "absent" {
 		t.Fatalf("state before any worker = %q, want absent", v.State)
 	}
-	wp, api := startWorker(t, bin, live, w)
+	// The first check-in comes right after the first self-test, not after
+	// an interval: with an interval longer than the wait, only that one can
+	// make the view alive in time (no bound on how fast, which a loaded or
+	// emulated machine could break).
+	wp, api := startWorker(t, bin, live, w, "--checkin-interval", "10m")
 
 	var v ownerView
 	waitFor(t, "the owner's view to say alive", func() bool { v = view(t, live, w); return v.State == "alive" }, wp)
-	took := v.ReceivedAt.Sub(wp.start)
-	t.Logf("first check-in received %v after the worker's start", took)
-	if took > firstCheckInBound {
-		t.Errorf("first check-in received %v after the worker's start, want within %v", took, firstCheckInBound)
-	}
+	t.Logf("first check-in received %v after the worker's start", v.ReceivedAt.Sub(wp.start))
 	var r report
 	if err := json.Unmarshal(v.Report, &r); err != nil {
 		t.Fatal(err)
