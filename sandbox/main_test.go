@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"net"
 	"os"
@@ -94,6 +95,7 @@ func newBox(tb testing.TB, rt *Runtime, o Options) Info {
 	paths := b.group.Paths()
 	dir := rt.boxPath(info.ID)
 	tb.Cleanup(func() {
+		before, _ := rt.HostPids(info.ID) // its processes, to be gone after the wipe
 		rep, err := rt.Delete(context.Background(), info.ID)
 		if err != nil && !errors.Is(err, ErrNotFound) {
 			tb.Errorf("Delete: %v", err)
@@ -106,16 +108,37 @@ func newBox(tb testing.TB, rt *Runtime, o Options) Info {
 		case <-time.After(testTimeout):
 			tb.Errorf("the wipe of %s did not finish", info.ID)
 		}
+		if rt.cfg.Pool > 0 {
+			// The pool may already run the next sandbox as the same uid:
+			// look for this one's own processes, not the uid's.
+			for _, pid := range before {
+				if u, ok := ownerOf(pid); ok && u == info.HostUID {
+					tb.Errorf("process %d of the wiped sandbox is left", pid)
+				}
+			}
+			assertGone(tb, -1, paths, dir)
+			return
+		}
 		assertGone(tb, info.HostUID, paths, dir)
 	})
 	return info
+}
+
+// ownerOf returns the owner of /proc/PID (the process's uid), or false
+// when it is gone.
+func ownerOf(pid int) (int, bool) {
+	var st syscall.Stat_t
+	if err := syscall.Stat(fmt.Sprintf("/proc/%d", pid), &st); err != nil {
+		return 0, false
+	}
+	return int(st.Uid), true
 }
 
 // assertGone checks independently of the wipe's own verification that no
 // process of uid, no cgroup directory and no control directory is left.
 func assertGone(tb testing.TB, uid int, cgroupPaths []string, dir string) {
 	tb.Helper()
-	if pids, err := uidProcesses(uid); err != nil || len(pids) > 0 {
+	if pids, err := uidProcesses(uid); uid >= 0 && (err != nil || len(pids) > 0) { // uid < 0: none to look at (see newBox)
 		tb.Errorf("processes of uid %d left: %v (%v)", uid, pids, err)
 	}
 	for _, p := range append(cgroupPaths, dir) {

@@ -243,8 +243,12 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) error {
 	case <-q.wake:
 	case end = <-done:
 		finished = true
-		if total, _ := q.counts(); end.err != nil && total == [2]int64{} {
-			return execError(id, body.Cwd, end.err)
+		select {
+		case <-q.started: // it started, then failed: that is the stream's to say
+		default:
+			if total, _ := q.counts(); end.err != nil && total == [2]int64{} {
+				return execError(id, body.Cwd, end.err)
+			}
 		}
 	}
 	ew := s.newEventWriter(w)
