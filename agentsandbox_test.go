@@ -94,6 +94,33 @@ func TestLimitsCheckAndWithin(t *testing.T) {
 	}
 }
 
+// TestLimitsCheckBrowser: a browser sandbox's limits must hold Chromium;
+// the first short one is named with the minimum.
+func TestLimitsCheckBrowser(t *testing.T) {
+	type L = agentsandbox.Limits
+	tests := []struct {
+		name string
+		in   L
+		want error
+	}{
+		{"Defaults", L{}.WithDefaults(), nil},
+		{"AtMinimums", L{MemoryMB: 512, DiskMB: 128, Pids: 256, CPUPercent: 1}, nil},
+		{"MemoryLow", L{MemoryMB: 256, DiskMB: 512, Pids: 256}, &agentsandbox.LimitError{Field: "memory_mb", Value: 256, Min: 512, Browser: true}},
+		{"DiskLow", L{MemoryMB: 1024, DiskMB: 64, Pids: 256}, &agentsandbox.LimitError{Field: "disk_mb", Value: 64, Min: 128, Browser: true}},
+		{"PidsLow", L{MemoryMB: 1024, DiskMB: 512, Pids: 64}, &agentsandbox.LimitError{Field: "pids", Value: 64, Min: 256, Browser: true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, tt.in.CheckBrowser()); diff != "" {
+				t.Errorf("CheckBrowser (-want +got):\n%s", diff)
+			}
+		})
+	}
+	if got, want := (&agentsandbox.LimitError{Field: "memory_mb", Value: 256, Min: 512, Browser: true}).Error(), "memory_mb is 256; a browser sandbox needs at least 512"; got != want {
+		t.Errorf("Error() = %q, want %q", got, want)
+	}
+}
+
 // TestVocabularyIsCopied: the lists are the caller's own.
 func TestVocabularyIsCopied(t *testing.T) {
 	agentsandbox.Checks()[0] = "x"

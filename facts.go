@@ -39,6 +39,12 @@ const (
 	CheckSeccomp              = "seccomp"
 	CheckLimits               = "limits"
 	CheckWipe                 = "wipe"
+	// CheckBrowser runs only on a worker with a headless browser: Chromium
+	// starts in a browser sandbox, loads a page served on its own loopback,
+	// and its request for the host's canary through the proxy is refused.
+	// It is not one of Checks(): a worker without a browser does not run
+	// it, and claims no browser.
+	CheckBrowser = "browser"
 )
 
 // Checks returns every check of the self-test, in the order they are shown.

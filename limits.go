@@ -52,6 +52,15 @@ const (
 	MinCPUPercent = 1
 )
 
+// Minimums of a browser sandbox's limits: Chromium's processes and their
+// threads, and its memory with one page loaded, fit with room to spare
+// (docs/browser.md gives what it was measured to use).
+const (
+	MinBrowserMemoryMB = 512
+	MinBrowserDiskMB   = 128
+	MinBrowserPids     = 256
+)
+
 // LimitError says which limit is out of range and what is allowed.
 type LimitError struct {
 	// Field is the limit's JSON name (memory_mb, disk_mb, pids, cpu_percent).
@@ -59,10 +68,15 @@ type LimitError struct {
 	Value int
 	// Min and Max bound it; Max 0 means no upper bound.
 	Min, Max int
+	// Browser says that Min is a browser sandbox's minimum.
+	Browser bool
 }
 
 // Error implements error: "memory_mb is 4096; give 16 to 2048".
 func (e *LimitError) Error() string {
+	if e.Browser {
+		return fmt.Sprintf("%s is %d; a browser sandbox needs at least %d", e.Field, e.Value, e.Min)
+	}
 	if e.Max == 0 {
 		return fmt.Sprintf("%s is %d; give at least %d", e.Field, e.Value, e.Min)
 	}
@@ -91,6 +105,18 @@ func (l Limits) Check() error {
 	for _, f := range l.fields() {
 		if *f.v < f.min {
 			return &LimitError{Field: f.name, Value: *f.v, Min: f.min}
+		}
+	}
+	return nil
+}
+
+// CheckBrowser returns a *LimitError for the first limit of l (with its
+// defaults) below a browser sandbox's minimum.
+func (l Limits) CheckBrowser() error {
+	mins := map[string]int{"memory_mb": MinBrowserMemoryMB, "disk_mb": MinBrowserDiskMB, "pids": MinBrowserPids}
+	for _, f := range l.fields() {
+		if m := mins[f.name]; *f.v < m {
+			return &LimitError{Field: f.name, Value: *f.v, Min: m, Browser: true}
 		}
 	}
 	return nil

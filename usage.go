@@ -13,6 +13,10 @@ type Usage struct {
 	CPUSeconds float64 `json:"cpu_seconds"`
 	// Pids is its number of tasks.
 	Pids int `json:"pids"`
+	// OOMKills counts its processes the memory limit killed (on a cgroup
+	// v1 kernel without that counter: the times the limit was reached), a
+	// browser's crashed page among them.
+	OOMKills int `json:"oom_kills"`
 	// WorkspaceBytes is what its writable space (the workspace, /tmp and
 	// /dev/shm together, bounded by Limits.DiskMB) holds.
 	WorkspaceBytes int64 `json:"workspace_bytes"`

@@ -53,6 +53,10 @@ func codeSentinel(code string) error {
 		return ErrTooLarge
 	case "invalid_archive":
 		return ErrInvalidArchive
+	case "no_browser":
+		return ErrNoBrowser
+	case "browser_busy":
+		return ErrBrowserBusy
 	}
 	return nil
 }

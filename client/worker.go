@@ -127,8 +127,13 @@ type CreateOptions struct {
 	TimeBoxMinutes int `json:"time_box_minutes,omitempty"`
 	// Env is added to the environment of every command.
 	Env map[string]string `json:"env,omitempty"`
-	// Browser asks for a worker whose sandboxes run a headless browser.
-	Browser bool `json:"browser,omitempty"`
+	// Browser gives the sandbox a headless browser (see BrowserURL); the
+	// worker must have one (else ErrNoBrowser), and the limits must hold it
+	// (else ErrInvalidRequest saying which).
+	Browser bool `json:"-"`
+	// StartBrowser starts the browser at create, not at the first
+	// connection (with Browser).
+	StartBrowser bool `json:"-"`
 	// Egress is what the sandbox may reach; nil takes the worker's default.
 	Egress *agentsandbox.EgressPolicy `json:"egress,omitempty"`
 	// Limits are the sandbox's own, each within the worker's (a zero field
@@ -161,6 +166,8 @@ type SandboxInfo struct {
 	Limits    Limits    `json:"limits"`
 	// Egress is the policy the sandbox runs under.
 	Egress agentsandbox.EgressPolicy `json:"egress"`
+	// Browser says whether the sandbox has a headless browser.
+	Browser bool `json:"browser"`
 	// State ("running") and Usage are set only by (*Sandbox).Info.
 	State string `json:"state,omitempty"`
 	Usage Usage  `json:"usage"`

@@ -194,7 +194,9 @@ func seed(t *testing.T, bin, db string) world {
 	return w
 }
 
-// startWorker runs `codes-sandbox serve` checking in with live for w.
+// startWorker runs `codes-sandbox serve` checking in with live for w,
+// without the browser unless extra turns it on (--browser on: the flag's
+// last value wins): the browser has its own test.
 func startWorker(t *testing.T, bin, live string, w world, extra ...string) (*proc, string) {
 	t.Helper()
 	dir := t.TempDir()
@@ -204,7 +206,7 @@ func startWorker(t *testing.T, bin, live string, w world, extra ...string) (*pro
 	}
 	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--addr-file", filepath.Join(dir, "addr"),
 		"--api-token-file", apiToken, "--capacity", "2",
-		"--live-url", live, "--stream", w.stream, "--subject", w.person, "--service-token-file", w.tokenFile}, extra...)
+		"--live-url", live, "--stream", w.stream, "--subject", w.person, "--service-token-file", w.tokenFile, "--browser", "off"}, extra...)
 	p := start(t, filepath.Join(bin, "codes-sandbox"), args...)
 	return p, p.addr(t, filepath.Join(dir, "addr"))
 }

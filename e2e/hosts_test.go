@@ -97,13 +97,13 @@ func TestHostsThatCannotRunSandboxes(t *testing.T) {
 		want []string // in the reasons
 	}{
 		{"NoSysAdmin", func() *exec.Cmd {
-			return exec.Command("setpriv", "--inh-caps=-sys_admin", "--bounding-set=-sys_admin", "--", worker, "selftest", "--json")
+			return exec.Command("setpriv", "--inh-caps=-sys_admin", "--bounding-set=-sys_admin", "--", worker, "selftest", "--json", "--browser", "off")
 		}, []string{"the worker lacks CAP_SYS_ADMIN", "--cap-add SYS_ADMIN"}},
 		{"ContainerSeccomp", func() *exec.Cmd {
 			if runtime.GOARCH != "amd64" {
 				t.Skip("the test's filter has x86_64's syscall numbers")
 			}
-			c := exec.Command(os.Args[0], worker, "selftest", "--json")
+			c := exec.Command(os.Args[0], worker, "selftest", "--json", "--browser", "off")
 			c.Env = append(os.Environ(), noNamespacesEnv+"=1")
 			return c
 		}, []string{"runs under a seccomp filter", "seccomp=unconfined", "bubblewrap said: bwrap: No permissions to create new namespace"}},

@@ -33,6 +33,10 @@ type initServer struct {
 	workspace *os.File          // the workspace directory, for file operations
 	reaper    *reaper
 	procs     *table
+	// proxy is the egress bridge's address ("" without egress), which the
+	// browser is pointed at.
+	proxy   string
+	browser browserHost
 }
 
 // Run is the init of a sandbox, run inside it as the sandbox user: it
@@ -77,6 +81,7 @@ func Run(hooks Hooks) int {
 	// might start processes).
 	rp := newReaper()
 	ctx := context.Background()
+	proxy := ""
 	if spec.Egress {
 		if hooks.Bridge == nil {
 			return initFail("start egress bridge", errors.New("this program has no egress bridge"))
@@ -86,6 +91,7 @@ func Run(hooks Hooks) int {
 			return initFail("start egress bridge", err)
 		}
 		maps.Copy(env, benv)
+		proxy = proxyOf(benv)
 	}
 	maps.Copy(env, spec.Env)
 	ws, err := os.Open(control.Workspace)
@@ -103,7 +109,7 @@ func Run(hooks Hooks) int {
 		return initFail("signal ready", err)
 	}
 	_ = ready.Close()
-	s := &initServer{env: env, workspace: ws, reaper: rp, procs: newTable()}
+	s := &initServer{env: env, workspace: ws, reaper: rp, procs: newTable(), proxy: proxy}
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -166,6 +172,9 @@ func (s *initServer) handlers() map[string]handler {
 		control.OpMkdir:     s.mkdir,
 		control.OpTarGet:    s.tarGet,
 		control.OpTarPut:    s.tarPut,
+
+		control.OpBrowserStart: s.browserStart,
+		control.OpBrowser:      s.browserConnect,
 	}
 }
 

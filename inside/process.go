@@ -142,8 +142,9 @@ func (t *table) add(p *process) {
 // (or, with req.TTY, all three a terminal of its own in the sandbox's
 // devpts), and records it in the table. Errors: the command cannot be found
 // or started (the exit code a shell would give is in the returned code), or
-// the table is full.
-func (s *initServer) startProcess(req control.Request, background bool) (*process, int, error) {
+// the table is full. extra become the command's descriptors 3, 4, ...
+// (the init closes its copies once the command started).
+func (s *initServer) startProcess(req control.Request, background bool, extra ...*os.File) (*process, int, error) {
 	if err := s.procs.room(); err != nil {
 		return nil, 126, err
 	}
@@ -159,7 +160,7 @@ func (s *initServer) startProcess(req control.Request, background bool) (*proces
 	if err != nil {
 		return nil, exitCodeOf(err), err
 	}
-	cmd := &exec.Cmd{Path: prog, Args: req.Argv, Env: env, Dir: dir, SysProcAttr: &syscall.SysProcAttr{Setsid: true}}
+	cmd := &exec.Cmd{Path: prog, Args: req.Argv, Env: env, Dir: dir, ExtraFiles: extra, SysProcAttr: &syscall.SysProcAttr{Setsid: true}}
 	ringSize := foregroundRing
 	if background {
 		ringSize = backgroundRing

@@ -84,6 +84,11 @@ func resolve(o Options) (Options, error) {
 	if err := o.Limits.Check(); err != nil {
 		return o, fmt.Errorf("limit %w", err)
 	}
+	if o.Browser {
+		if err := o.Limits.CheckBrowser(); err != nil {
+			return o, fmt.Errorf("limit %w", err)
+		}
+	}
 	for k, v := range o.Env {
 		if !agentsandbox.ValidEnvName(k) {
 			return o, fmt.Errorf("env name %q is not a valid variable name (letters, digits and _, not starting with a digit)", k)
@@ -107,6 +112,9 @@ func (r *Runtime) Create(ctx context.Context, opts Options) (Info, error) {
 	}
 	if opts.Egress && r.cfg.Egress == nil {
 		return Info{}, errors.New("create sandbox: egress requested but this runtime has no egress proxy")
+	}
+	if opts.Browser && r.cfg.Browser == "" {
+		return Info{}, fmt.Errorf("create sandbox: a browser requested but this runtime has none (Config.Browser): %w", ErrNoBrowser)
 	}
 	if p := r.LimitProblems(); len(p) > 0 && !opts.SelfTest {
 		return Info{}, fmt.Errorf("create sandbox: %w: %s", ErrLimits, strings.Join(p, "; "))
@@ -212,7 +220,7 @@ func (r *Runtime) claim(opts Options) (*sandboxState, error) {
 			exited: make(chan struct{}), wiped: make(chan struct{}),
 			info: Info{
 				ID: id, Slot: s.index, HostUID: s.uid, Egress: opts.Egress, EgressPolicy: opts.EgressPolicy,
-				CreatedAt: now, Limits: opts.Limits,
+				Browser: opts.Browser, CreatedAt: now, Limits: opts.Limits,
 			},
 		}
 		s.current = b

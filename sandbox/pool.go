@@ -72,7 +72,7 @@ func (r *Runtime) adopt(ctx context.Context, b *sandboxState, opts Options) erro
 		}
 	}
 	b.opts = opts
-	b.info.Limits, b.info.Egress, b.info.EgressPolicy = opts.Limits, opts.Egress, opts.EgressPolicy
+	b.info.Limits, b.info.Egress, b.info.EgressPolicy, b.info.Browser = opts.Limits, opts.Egress, opts.EgressPolicy, opts.Browser
 	b.info.CreatedAt = r.cfg.Now()
 	return nil
 }

@@ -71,6 +71,10 @@ type Config struct {
 	// Create gives one its own limits and environment, and each is still
 	// single-use and wiped on delete.
 	Pool int
+	// Browser is the host path of Chromium's binary (under /usr; see
+	// FindBrowser) for sandboxes created with Options.Browser. Empty: no
+	// browser sandboxes.
+	Browser string
 	// PoolEgress starts the pooled sandboxes with egress; only a Create with
 	// the same Egress takes one.
 	PoolEgress bool
@@ -195,6 +199,9 @@ func NewRuntime(cfg Config) (*Runtime, error) {
 }
 
 func (c *Config) defaults() error {
+	if err := checkBrowserPath(c.Browser); err != nil {
+		return fmt.Errorf("new runtime: %w", err)
+	}
 	if c.Capacity == 0 {
 		c.Capacity = DefaultCapacity
 	}

@@ -39,6 +39,10 @@ type Options struct {
 	// self-test, so that a busy worker can still prove its facts; no other
 	// sandbox ever uses that slot.
 	SelfTest bool
+	// Browser gives the sandbox a headless browser (Runtime.Browser): the
+	// runtime must have Config.Browser, and the limits must hold it
+	// (agentsandbox.Limits.CheckBrowser).
+	Browser bool
 }
 
 // Info describes a running sandbox.
@@ -55,6 +59,8 @@ type Info struct {
 	Egress bool `json:"egress"`
 	// EgressPolicy is the policy it was attached with (with Egress).
 	EgressPolicy agentsandbox.EgressPolicy `json:"egress_policy"`
+	// Browser says whether the sandbox has a headless browser.
+	Browser bool `json:"browser"`
 }
 
 // WipeReport says what the wipe removed and whether it verified that nothing

@@ -27,9 +27,13 @@ func (r *Runtime) Usage(id string) (agentsandbox.Usage, error) {
 	if err := unix.Statfs(filepath.Join(b.dir, boxFS), &st); err != nil {
 		return agentsandbox.Usage{}, fmt.Errorf("usage: workspace: %w", err)
 	}
+	ev, err := b.group.Events()
+	if err != nil {
+		return agentsandbox.Usage{}, fmt.Errorf("usage: %w", err)
+	}
 	return agentsandbox.Usage{
 		MemoryBytes: g.MemoryBytes, MemoryPeakBytes: g.PeakBytes, CPUSeconds: g.CPUSeconds, Pids: g.Pids,
-		WorkspaceBytes: int64(st.Blocks-st.Bfree) * st.Bsize,
+		OOMKills: ev.OOMKills, WorkspaceBytes: int64(st.Blocks-st.Bfree) * st.Bsize,
 	}, nil
 }
 

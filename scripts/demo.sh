@@ -126,6 +126,19 @@ api -X POST "$WORKER/v1/sandboxes/$BOX/exec" \
 	while IFS= read -r ev; do echo "  $ev"; done
 api -X DELETE "$WORKER/v1/sandboxes/$BOX" -o /dev/null -w 'deleted (wiped): HTTP %{http_code}\n'
 
+if view | grep -q '"browser":true'; then
+	say "a headless browser in a sandbox (the worker proved it: its check-in says browser: true)"
+	# No egress for this one: this machine has no network to show, and
+	# Chromium's own background requests must not reach a resolver.
+	BOX=$(api -X POST "$WORKER/v1/sandboxes" -d '{"browser":{"start":true},"egress":{"mode":"none"}}' | field id)
+	[ -n "$BOX" ] || die "could not create a browser sandbox"
+	echo "created browser sandbox $BOX; its DevTools endpoint for Playwright, Puppeteer or chromedp:"
+	api "$WORKER/v1/sandboxes/$BOX/browser/json/version" | pretty | sed 's/^/  /'
+	api -X DELETE "$WORKER/v1/sandboxes/$BOX" -o /dev/null -w 'deleted (wiped, profile and all): HTTP %{http_code}\n'
+else
+	echo "(no browser on this worker: apt-get install chromium for the browser step)"
+fi
+
 say "the owner's view (GET /api/streams/agent/$STREAM/plays/worker with the owner's person token)"
 view | pretty
 

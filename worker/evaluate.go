@@ -49,6 +49,21 @@ func evaluate(obs *observation) Result {
 			res.Reasons = append(res.Reasons, trimReason(c+": "+why))
 		}
 	}
+	if obs.browser {
+		switch {
+		case obs.setup != "":
+			res.NotRun = append(res.NotRun, agentsandbox.CheckBrowser)
+			res.Reasons = append(res.Reasons, trimReason(agentsandbox.CheckBrowser+": not run: the probe could not run"))
+		case obs.browserNR != "":
+			res.NotRun = append(res.NotRun, agentsandbox.CheckBrowser)
+			res.Reasons = append(res.Reasons, trimReason(agentsandbox.CheckBrowser+": not run: "+obs.browserNR))
+		default:
+			res.Checks[agentsandbox.CheckBrowser] = obs.browserWhy == ""
+			if obs.browserWhy != "" {
+				res.Reasons = append(res.Reasons, trimReason(agentsandbox.CheckBrowser+": "+obs.browserWhy))
+			}
+		}
+	}
 	res.Passed = len(res.Reasons) == 0
 	res.UserNamespace = obs.setup == "" && userNamespace(obs)
 	return res

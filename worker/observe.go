@@ -47,11 +47,15 @@ type observation struct {
 	egress bool
 	// wiped is true once the probe sandbox was deleted.
 	wiped bool
+	// browser is set when the browser check ran or was to run: why it
+	// failed, or why it could not run.
+	browser               bool
+	browserWhy, browserNR string
 }
 
 // observe runs the probe and the host-side looks.
 func observe(ctx context.Context, d Deps) *observation {
-	obs := &observation{egress: d.Egress, lines: map[string][]string{}, secrets: d.Secrets}
+	obs := &observation{egress: d.Egress, lines: map[string][]string{}, secrets: d.Secrets, browser: d.Browser != nil}
 	obs.guard = append(guardVerdicts(ctx, d.Guard), hostVerdicts(ctx, d.Guard, d.HostAddrs)...)
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -98,6 +102,14 @@ func observe(ctx context.Context, d Deps) *observation {
 	}
 	rep, err := d.Sandboxes.Delete(context.WithoutCancel(ctx), info.ID)
 	obs.wipe, obs.wiped = checkWipe(rep, err, view, viewErr, pids, d.ProcRoot), true
+	if d.Browser != nil {
+		before := conns.Load()
+		obs.browser = true
+		obs.browserWhy, obs.browserNR = observeBrowser(ctx, d, obs)
+		if n := conns.Load() - before; n > 0 && obs.browserWhy == "" {
+			obs.browserWhy = fmt.Sprintf("the canary listener on the host's %s received %d connection(s) from the browser", obs.canaryAddr, n)
+		}
+	}
 	return obs
 }
 

@@ -25,8 +25,9 @@ func TestMain(m *testing.M) {
 
 // realDeps starts a runtime with the real egress proxy (whose guard has no
 // resolver: only literals, nothing is ever resolved; and knows the host's
-// own addresses) in a fresh state dir.
-func realDeps(t *testing.T, withEgress bool) Deps {
+// own addresses) in a fresh state dir, with browser sandboxes of the
+// program at browser ("" for none).
+func realDeps(t *testing.T, withEgress bool, browser string) Deps {
 	t.Helper()
 	testenv.RequireSandbox(t)
 	log := slog.New(slog.NewTextHandler(testWriter{t}, nil))
@@ -49,7 +50,7 @@ func realDeps(t *testing.T, withEgress bool) Deps {
 	// so tests of other packages running sandboxes at the same time cannot
 	// be mistaken for this one's processes.
 	state := sandbox.DefaultStateDir
-	rt, err := sandbox.NewRuntime(sandbox.Config{Capacity: 1, StateDir: state, Egress: att, Logger: log, SelfTestSlot: true})
+	rt, err := sandbox.NewRuntime(sandbox.Config{Capacity: 1, StateDir: state, Egress: att, Logger: log, SelfTestSlot: true, Browser: browser})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,8 +59,12 @@ func realDeps(t *testing.T, withEgress bool) Deps {
 			t.Errorf("close runtime: %v", err)
 		}
 	})
+	var browsers Browsers
+	if browser != "" {
+		browsers = rt
+	}
 	return Deps{
-		Sandboxes: rt, Guard: guard, Inspect: GlobInspector(state, rt.CgroupParents()),
+		Browser: browsers, Sandboxes: rt, Guard: guard, Inspect: GlobInspector(state, rt.CgroupParents()),
 		CanaryDirs: []string{t.TempDir(), t.TempDir()}, Egress: withEgress, Logger: log,
 		MaxOpenFiles: sandbox.DefaultMaxOpenFiles, Secrets: []string{"secret-" + randomHex(8)},
 	}
@@ -75,11 +80,14 @@ func (w testWriter) Write(p []byte) (int, error) {
 // TestSelfTestReal runs the self-test in a real sandbox: every check must
 // pass and the facts must be provable.
 func TestSelfTestReal(t *testing.T) {
-	d := realDeps(t, true)
+	d := realDeps(t, true, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	res := SelfTest(ctx, d)
 	t.Logf("self-test took %v", res.Duration)
+	if _, ran := res.Checks[agentsandbox.CheckBrowser]; ran {
+		t.Errorf("a worker without a browser ran the browser check")
+	}
 	if !res.Passed {
 		t.Fatalf("self-test failed: %q", res.Reasons)
 	}
@@ -91,7 +99,7 @@ func TestSelfTestReal(t *testing.T) {
 // TestSelfTestRealWithoutEgress proves that a worker without its proxy
 // cannot claim the egress fact, and the reason says so.
 func TestSelfTestRealWithoutEgress(t *testing.T) {
-	d := realDeps(t, false)
+	d := realDeps(t, false, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	res := SelfTest(ctx, d)
@@ -105,5 +113,45 @@ func TestSelfTestRealWithoutEgress(t *testing.T) {
 	}
 	if !strings.Contains(strings.Join(res.Reasons, " "), "no egress proxy") {
 		t.Errorf("reasons %q", res.Reasons)
+	}
+}
+
+// TestSelfTestRealBrowser runs the self-test on a worker with a browser:
+// the browser check passes with Debian's Chromium, and fails, saying why,
+// with a "browser" that is no browser (it exits at once).
+func TestSelfTestRealBrowser(t *testing.T) {
+	chromium := sandbox.FindBrowser()
+	if chromium == "" {
+		testenv.Missing(t, "Chromium is not installed: apt-get install -y chromium")
+	}
+	tests := []struct {
+		name, browser, wantReason string
+	}{
+		{"Chromium", chromium, ""},
+		{"NotABrowser", "/usr/bin/true", "browser: Chromium did not open a page"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d := realDeps(t, true, tc.browser)
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			res := SelfTest(ctx, d)
+			t.Logf("self-test took %v", res.Duration)
+			passed, ran := res.Checks[agentsandbox.CheckBrowser]
+			reasons := strings.Join(res.Reasons, "; ")
+			switch {
+			case !ran:
+				t.Fatalf("the browser check did not run: %s", reasons)
+			case tc.wantReason == "" && (!passed || !res.Passed):
+				t.Fatalf("self-test failed: %s", reasons)
+			case tc.wantReason != "" && (passed || res.Passed || !strings.Contains(reasons, tc.wantReason)):
+				t.Fatalf("browser check passed %v, reasons %q; want it failed with %q", passed, reasons, tc.wantReason)
+			}
+			for _, c := range agentsandbox.Checks() {
+				if !res.Checks[c] {
+					t.Errorf("check %s failed beside the browser's: %s", c, reasons)
+				}
+			}
+		})
 	}
 }

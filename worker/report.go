@@ -22,9 +22,6 @@ type Self struct {
 	// Limits are the limits of the sandboxes the worker creates (zero fields
 	// take the defaults).
 	Limits agentsandbox.Limits
-	// Browser is true only when a headless browser was proved to start in a
-	// sandbox through the proxy.
-	Browser bool
 	// SelfTestMaxAge is how old the last self-test may be before its facts
 	// are no longer claimed (0: no bound). The self-test repeats well within
 	// it; a worker that cannot run it keeps no old proof alive.
@@ -51,7 +48,7 @@ type Slots struct {
 func BuildReport(self Self, last *Result, slots Slots, now time.Time) agentsandbox.WorkerCheckIn {
 	r := agentsandbox.WorkerCheckIn{
 		WorkerID: truncate(self.WorkerID, 64), Service: Service, Version: truncate(self.Version, 64),
-		Capacity: &slots.Capacity, Active: &slots.Active, Browser: new(self.Browser), At: new(now),
+		Capacity: &slots.Capacity, Active: &slots.Active, At: new(now),
 	}
 	var reasons []string
 	reasons = append(reasons, slots.Broken...)
@@ -81,6 +78,8 @@ func BuildReport(self Self, last *Result, slots Slots, now time.Time) agentsandb
 		r.Reasons = append(r.Reasons, truncate(s, 500))
 	}
 	r.Isolation = isolation(self, ok, len(ok) > 0 && last.UserNamespace)
+	// The browser is claimed only while a fresh self-test proved it.
+	r.Browser = new(ok[agentsandbox.CheckBrowser])
 	return r
 }
 

@@ -211,3 +211,39 @@ func TestBuildReportWordStaysTrue(t *testing.T) {
 		})
 	}
 }
+
+// TestBuildReportBrowser: the report claims a browser only while a fresh
+// self-test's browser check passed.
+func TestBuildReportBrowser(t *testing.T) {
+	now := time.Date(2026, 11, 7, 12, 1, 0, 0, time.UTC)
+	with := func(ok bool) *Result {
+		r := passed()
+		r.Checks[agentsandbox.CheckBrowser] = ok
+		return r
+	}
+	aged := self
+	aged.SelfTestMaxAge = 30 * time.Second
+	tests := []struct {
+		name string
+		self Self
+		last *Result
+		want bool
+	}{
+		{"Passed", self, with(true), true},
+		{"Failed", self, with(false), false},
+		{"NoBrowserCheck", self, passed(), false},
+		{"BeforeSelfTest", self, nil, false},
+		{"StaleSelfTest", aged, with(true), false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rep := BuildReport(tc.self, tc.last, Slots{Capacity: 1}, now)
+			if rep.Browser == nil || *rep.Browser != tc.want {
+				t.Fatalf("browser = %v, want %v", rep.Browser, tc.want)
+			}
+			if _, m := validate(t, rep); m["browser"] != tc.want {
+				t.Fatalf("the report's JSON says browser %v", m["browser"])
+			}
+		})
+	}
+}

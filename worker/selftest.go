@@ -114,6 +114,10 @@ type Deps struct {
 	// every interface); egress_refuses_private asks the guard, without
 	// dialling, about each that is not loopback, on ports 80 and 443.
 	HostAddrs func() ([]netip.Addr, error)
+	// Browser, when set, runs the browser check (agentsandbox.CheckBrowser)
+	// in a browser sandbox of its own: set it on a worker whose runtime has
+	// a browser. Nil: no browser check, and the report claims no browser.
+	Browser Browsers
 	// ProcRoot is the host's /proc (default "/proc").
 	ProcRoot string
 	Logger   *slog.Logger
@@ -175,7 +179,7 @@ func (d Deps) logger() *slog.Logger {
 // failed lists the checks that ran and failed, in display order.
 func failed(checks map[string]bool) []string {
 	var out []string
-	for _, c := range agentsandbox.Checks() {
+	for _, c := range append(agentsandbox.Checks(), agentsandbox.CheckBrowser) {
 		if ok, ran := checks[c]; ran && !ok {
 			out = append(out, c)
 		}

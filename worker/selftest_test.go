@@ -446,3 +446,48 @@ func TestAlive(t *testing.T) {
 		t.Fatalf("alive: %v, want %v", got, want)
 	}
 }
+
+// TestEvaluateBrowser: the browser check is one only on a worker with a
+// browser; it passes on proof, fails with its reason, and is not run (never
+// passed) when it could not run.
+func TestEvaluateBrowser(t *testing.T) {
+	tests := []struct {
+		name       string
+		obs        observation
+		wantRan    bool
+		wantPassed bool
+		wantNotRun bool
+		wantReason string // the browser's reason, "" for none
+	}{
+		{"NoBrowser", observation{}, false, false, false, ""},
+		{"Passed", observation{browser: true}, true, true, false, ""},
+		{"Failed", observation{browser: true, browserWhy: "Chromium did not start in a sandbox: exit 1"}, true, false, false,
+			"browser: Chromium did not start in a sandbox: exit 1"},
+		{"NotRun", observation{browser: true, browserNR: "cannot create the browser's sandbox: no slot"}, false, false, true,
+			"browser: not run: cannot create the browser's sandbox: no slot"},
+		{"ProbeDidNotRun", observation{browser: true, setup: "no sandbox"}, false, false, true,
+			"browser: not run: the probe could not run"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			obs := tc.obs
+			obs.lines = map[string][]string{}
+			res := evaluate(&obs)
+			passed, ran := res.Checks[agentsandbox.CheckBrowser]
+			var reason string
+			for _, r := range res.Reasons {
+				if strings.HasPrefix(r, agentsandbox.CheckBrowser+": ") {
+					reason = r
+				}
+			}
+			got := []any{ran, passed, slices.Contains(res.NotRun, agentsandbox.CheckBrowser), reason}
+			want := []any{tc.wantRan, tc.wantPassed, tc.wantNotRun, tc.wantReason}
+			if !slices.Equal(got, want) {
+				t.Fatalf("ran, passed, not run, reason = %v, want %v", got, want)
+			}
+			if tc.wantReason != "" && res.Passed {
+				t.Fatal("the self-test passed with the browser's reason")
+			}
+		})
+	}
+}

@@ -31,6 +31,7 @@ func TestDispatchFlags(t *testing.T) {
 		{name: "ErrServeCapacityZero", args: []string{"serve", "--capacity", "0"}, wantCode: 2, wantErr: "--capacity is 0; give 1 to 4096"},
 		{name: "ErrSelftestMemoryZero", args: []string{"selftest", "--memory-mb", "0"}, wantCode: 2, wantErr: "--memory-mb is 0; give at least 16"},
 		{name: "ErrSelftestPids", args: []string{"selftest", "--pids", "4"}, wantCode: 2, wantErr: "--pids is 4; give at least 16"},
+		{name: "ErrSelftestBrowser", args: []string{"selftest", "--browser", "maybe"}, wantCode: 2, wantErr: `--browser is "maybe"; give auto, on or off`},
 		{name: "SelftestHelp", args: []string{"selftest", "--help"}, wantOut: "usage: codes-sandbox selftest"},
 		{name: "ErrSelftestStrayArg", args: []string{"selftest", "stray"}, wantCode: 2, wantErr: "usage: codes-sandbox selftest"},
 		{name: "CheckinHelp", args: []string{"checkin", "--help"}, wantOut: "usage: codes-sandbox checkin"},

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"text/tabwriter"
 
 	"openvibe.network/agentsandbox"
@@ -56,7 +57,11 @@ func selftestCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr
 func printTable(w io.Writer, res worker.Result) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "CHECK\tRESULT")
-	for _, c := range agentsandbox.Checks() {
+	checks := agentsandbox.Checks()
+	if _, ran := res.Checks[agentsandbox.CheckBrowser]; ran || slices.Contains(res.NotRun, agentsandbox.CheckBrowser) {
+		checks = append(checks, agentsandbox.CheckBrowser)
+	}
+	for _, c := range checks {
 		r := "FAIL"
 		if ok, ran := res.Checks[c]; !ran {
 			r = "not run"

@@ -287,7 +287,7 @@ func startAPI(st *stack, ac apiConfig, ln net.Listener, addrFile string, log *sl
 		check = st.proxy.CheckPolicy
 	}
 	api, err := httpapi.New(httpapi.Config{
-		Runtime: rt, Token: ac.token, Egress: st.proxy != nil, Limits: st.limits, Logger: log.With("component", "api"),
+		Runtime: rt, Token: ac.token, Egress: st.proxy != nil, Browser: st.rt.HasBrowser(), Limits: st.limits, Logger: log.With("component", "api"),
 		EgressDefault: ac.egressDefault, CheckEgress: check, MaxUpload: ac.maxUpload,
 		Status:      func() httpapi.Status { return status(st) },
 		RunSelfTest: func(ctx context.Context) (httpapi.SelfTestSummary, error) { return summary(st.tester.Run(ctx)), nil },

@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -38,6 +39,7 @@ type stackFlags struct {
 	maxPolicy      int
 	limits         limitFlags
 	cgroupParent   string
+	browser        string
 }
 
 func (s *stackFlags) register(fs *flag.FlagSet) {
@@ -54,6 +56,24 @@ func (s *stackFlags) register(fs *flag.FlagSet) {
 		"`IP:PORT` of the DNS server the egress guard asks (e.g. a public recursive resolver; default: the system's)")
 	fs.Var(&s.egressDeny, "egress-deny", "`PATTERN` every sandbox is refused, whatever its policy (repeatable; see docs/egress.md)")
 	fs.IntVar(&s.maxPolicy, "egress-max-policy", 0, fmt.Sprintf("most allow and deny entries one sandbox's egress policy may hold (default %d)", policy.DefaultMaxEntries))
+	fs.StringVar(&s.browser, "browser", "auto",
+		"headless browser sandboxes: auto (when Chromium is installed), on (fail without it) or off; the self-test proves it (see docs/browser.md)")
+}
+
+// browserPath resolves --browser: the Chromium binary, or "" for none.
+func browserPath(mode string) (string, error) {
+	switch mode {
+	case "off":
+		return "", nil
+	case "auto":
+		return sandbox.FindBrowser(), nil
+	case "on":
+		if p := sandbox.FindBrowser(); p != "" {
+			return p, nil
+		}
+		return "", errors.New("--browser on: Chromium is not installed (apt-get install chromium), or give --browser auto or off")
+	}
+	return "", fmt.Errorf("--browser is %q; give auto, on or off", mode)
 }
 
 // stackConfig is what newStack needs.
@@ -66,6 +86,8 @@ type stackConfig struct {
 	pool         int // -1: the capacity
 	limits       agentsandbox.Limits
 	cgroupParent string
+	// browser is the Chromium binary of browser sandboxes ("" for none).
+	browser string
 	// secrets are values of the worker's (tokens) the self-test must never
 	// find inside a sandbox, beside the canary of its environment.
 	secrets []string
@@ -90,11 +112,15 @@ func (s *stackFlags) config(fc fileConfig, capacity int) (stackConfig, error) {
 	if err != nil {
 		return stackConfig{}, err
 	}
+	browser, err := browserPath(s.browser)
+	if err != nil {
+		return stackConfig{}, err
+	}
 	if s.pool > capacity {
 		return stackConfig{}, fmt.Errorf("--pool is %d; give 0 to the capacity (%d), or leave it out for the capacity", s.pool, capacity)
 	}
 	return stackConfig{capacity: capacity, stateDir: cmp.Or(s.stateDir, fc.StateDir), egress: !s.noEgress,
-		maxOpenFiles: s.maxOpenFiles, maxPtys: s.maxPtys, pool: s.pool, limits: limits, cgroupParent: s.cgroupParent,
+		maxOpenFiles: s.maxOpenFiles, maxPtys: s.maxPtys, pool: s.pool, limits: limits, cgroupParent: s.cgroupParent, browser: browser,
 		egressResolver: cmp.Or(s.egressResolver, fc.EgressResolver), egressDeny: append(slices.Clone(fc.EgressDeny), s.egressDeny...),
 		maxPolicy: cmp.Or(s.maxPolicy, fc.EgressMaxPolicy)}, nil
 }
@@ -173,7 +199,7 @@ func newStack(cfg stackConfig, log *slog.Logger) (*stack, error) {
 		Capacity: cfg.capacity, StateDir: stateDir, Egress: attacher, Logger: log.With("component", "sandbox"),
 		InitBinary: initBinary(log.With("component", "sandbox")), MaxOpenFiles: cfg.maxOpenFiles, MaxPtys: cfg.maxPtys,
 		SelfTestSlot: true, Pool: poolSize(cfg.pool, cfg.capacity), PoolEgress: cfg.egress, OnWipe: cfg.onWipe,
-		CgroupParent: cfg.cgroupParent,
+		CgroupParent: cfg.cgroupParent, Browser: cfg.browser,
 	})
 	if err != nil {
 		st.close()
@@ -181,6 +207,11 @@ func newStack(cfg stackConfig, log *slog.Logger) (*stack, error) {
 	}
 	st.rt = rt
 	st.bwrap = bwrapVersion()
+	var browsers worker.Browsers
+	if cfg.browser != "" {
+		browsers = rt
+		log.Info("browser sandboxes on", "chromium", cfg.browser)
+	}
 	canaries := []string{stateDir}
 	if home, err := os.UserHomeDir(); err == nil && writable(home) {
 		canaries = append(canaries, home)
@@ -189,7 +220,7 @@ func newStack(cfg stackConfig, log *slog.Logger) (*stack, error) {
 		Sandboxes: rt, Guard: st.guard, Inspect: worker.GlobInspector(stateDir, rt.CgroupParents()),
 		CanaryDirs: canaries, Egress: cfg.egress, Logger: log.With("component", "selftest"),
 		Secrets: append([]string{os.Getenv(canaryEnv)}, cfg.secrets...), MaxOpenFiles: cfg.maxOpenFiles,
-		LimitProblems: rt.LimitProblems,
+		LimitProblems: rt.LimitProblems, Browser: browsers,
 	})
 	for _, p := range rt.LimitProblems() {
 		log.Error("sandbox limits cannot be enforced; no sandbox will start until this is fixed", "problem", p)

@@ -33,6 +33,10 @@ const (
 	// ExecMarker makes it cap the limits of a one-command sandbox and
 	// become its command: `/.init __sandbox-exec MAX_FILES -- COMMAND...`.
 	ExecMarker = "__sandbox-exec"
+	// ServeMarker makes it a tiny web server on the sandbox's own loopback
+	// that answers every request with one HTML page holding TEXT (the
+	// self-test's browser check loads it): `/.init __sandbox-serve ADDR TEXT`.
+	ServeMarker = "__sandbox-serve"
 )
 
 // Descriptors the init inherits through bubblewrap (the runtime's

@@ -62,6 +62,27 @@ const (
 	OpMkdir  = "mkdir"   // Path, with its parents
 	OpTarGet = "tar-get" // Path: data frames of a tar of the tree
 	OpTarPut = "tar-put" // Path, data frames of a tar: unpacked all or nothing
+
+	// The sandbox's one headless browser (see BrowserDelimiter).
+	OpBrowserStart = "browser-start" // Argv: start it unless it runs; Done.Data: Process
+	OpBrowser      = "browser"       // Argv: start it unless it runs, then carry its CDP messages both ways
+)
+
+// The browser's messages. During OpBrowser the init first sends a started
+// frame (the browser's pid), then both sides send data frames that carry the
+// Chrome DevTools Protocol's messages as Chromium's --remote-debugging-pipe
+// does: each one a JSON text ended by BrowserDelimiter, split across frames
+// at will. The init forwards only whole messages to the browser and to the
+// client (so a client that leaves mid-message corrupts nothing for the next
+// one), at most MaxBrowserMessage bytes each; the browser's messages while
+// no client is connected are dropped. The end frame (or the connection's
+// end) detaches the client; the browser runs on. The done frame comes when
+// the browser ended (CodeFailed, its exit in Error) or refused the client
+// (CodeBusy: another client is connected; CodeTooLarge: a message over the
+// bound).
+const (
+	BrowserDelimiter  = 0
+	MaxBrowserMessage = 64 << 20
 )
 
 // Error codes of Done.Code: what went wrong, kept as a code across the
@@ -77,6 +98,7 @@ const (
 	CodeExists    = "exists"        // the path exists (and the operation will not replace it)
 	CodeNotEmpty  = "not_empty"     // a directory with entries, removed without Recursive
 	CodeInvalid   = "invalid"       // bad request
+	CodeBusy      = "busy"          // the browser already has a client
 	CodeFailed    = "failed"        // anything else
 
 	// CodeBadArchive: OpTarPut refused the archive; Error says which entry

@@ -32,6 +32,7 @@ const (
 	CodeInvalidArchive  = "invalid_archive"
 	CodeAtCapacity      = "at_capacity"
 	CodeNoBrowser       = "no_browser"
+	CodeBrowserBusy     = "browser_busy"
 	CodeWorkspaceFull   = "workspace_full"
 	CodeWipeUnverified  = "wipe_unverified"
 	CodeNoSelfTest      = "no_selftest"
@@ -50,7 +51,7 @@ func statusOf(code string) int {
 		return http.StatusNotFound
 	case CodeMethod:
 		return http.StatusMethodNotAllowed
-	case CodeExists, CodeNotEmpty:
+	case CodeExists, CodeNotEmpty, CodeBrowserBusy:
 		return http.StatusConflict
 	case CodeBodyTooLarge:
 		return http.StatusRequestEntityTooLarge

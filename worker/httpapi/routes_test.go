@@ -89,7 +89,31 @@ func routeCases(full func(*apitest.Fake)) []routeCase {
 		{name: "CreateEnvAndTimeBox", method: "POST", path: "/v1/sandboxes", body: `{"time_box_minutes":30,"env":{"GOFLAGS":"-mod=mod","_X1":""}}`,
 			wantStatus: 201, check: checkCreate(30*time.Minute, map[string]string{"GOFLAGS": "-mod=mod", "_X1": ""})},
 		{name: "CreateBrowser", method: "POST", path: "/v1/sandboxes", body: `{"browser":true}`, mod: func(c *Config) { c.Browser = true },
-			wantStatus: 201},
+			wantStatus: 201, check: func(t *testing.T, _ *testServer, a answer) {
+				var sb Sandbox
+				if err := json.Unmarshal(a.body, &sb); err != nil || !sb.Browser {
+					t.Fatalf("answer %s: browser not true (%v)", a.body, err)
+				}
+			}},
+		{name: "ErrCreateBrowserStartFails", method: "POST", path: "/v1/sandboxes", body: `{"browser":{"start":true}}`, mod: func(c *Config) { c.Browser = true },
+			wantStatus: 500, wantCode: "internal", check: func(t *testing.T, ts *testServer, _ answer) {
+				if n := len(ts.fake.List()); n != 1 {
+					t.Fatalf("%d sandboxes after a create whose browser did not start, want the one it had", n)
+				}
+			}},
+		{name: "ErrCreateBrowserBadValue", method: "POST", path: "/v1/sandboxes", body: `{"browser":"yes"}`, mod: func(c *Config) { c.Browser = true },
+			wantStatus: 400, wantCode: "invalid_request", wantMsg: `give true, false or {"start": true}`},
+		{name: "ErrCreateBrowserLimits", method: "POST", path: "/v1/sandboxes", body: `{"browser":true,"limits":{"memory_mb":256}}`, mod: func(c *Config) { c.Browser = true },
+			wantStatus: 400, wantCode: "invalid_request", wantMsg: "memory_mb is 256; a browser sandbox needs at least 512"},
+		{name: "ErrBrowserNone", method: "GET", path: "/v1/sandboxes/{id}/browser", wantStatus: 400, wantCode: "no_browser", wantMsg: `create one with "browser": true`},
+		{name: "ErrBrowserVersionNone", method: "GET", path: "/v1/sandboxes/{id}/browser/json/version", wantStatus: 400, wantCode: "no_browser"},
+		{name: "ErrBrowserUnknown", method: "GET", path: "/v1/sandboxes/nope/browser", wantStatus: 404, wantCode: "sandbox_not_found"},
+		{name: "ErrBrowserNotWebSocket", method: "GET", path: "/v1/sandboxes/sb-2/browser", mod: func(c *Config) { c.Browser = true },
+			setup: func(f *apitest.Fake) {
+				if _, err := f.Create(context.Background(), sandbox.Options{Browser: true}); err != nil {
+					panic(err)
+				}
+			}, wantStatus: 400, wantCode: "invalid_request", wantMsg: "connect with Upgrade: websocket"},
 		{name: "ErrCreateNoBrowser", method: "POST", path: "/v1/sandboxes", body: `{"browser":true}`, wantStatus: 400,
 			wantCode: "no_browser", wantMsg: "no browser on this worker"},
 		{name: "ErrCreateTimeBoxLow", method: "POST", path: "/v1/sandboxes", body: `{"time_box_minutes":4}`, wantStatus: 400,

@@ -19,8 +19,10 @@ type CreateRequest struct {
 	TimeBoxMinutes *int `json:"time_box_minutes,omitempty"`
 	// Env is added to the environment of every command in the sandbox.
 	Env map[string]string `json:"env,omitempty"`
-	// Browser asks for a sandbox in which a headless browser works.
-	Browser bool `json:"browser,omitempty"`
+	// Browser asks for a sandbox with a headless browser: true, or
+	// {"start": true} to start it at once rather than at the first
+	// connection.
+	Browser BrowserOption `json:"browser,omitzero"`
 	// Egress is what the sandbox may reach (default: the worker's default,
 	// public unless configured otherwise).
 	Egress *agentsandbox.EgressPolicy `json:"egress,omitempty"`
@@ -53,6 +55,9 @@ type Sandbox struct {
 	Limits    SandboxLimits `json:"limits"`
 	// Egress is the policy the sandbox runs under, in canonical form.
 	Egress agentsandbox.EgressPolicy `json:"egress"`
+	// Browser says whether the sandbox has a headless browser (GET
+	// …/browser).
+	Browser bool `json:"browser"`
 }
 
 // SandboxState is the answer to GET /v1/sandboxes/{id}: the sandbox, its
@@ -96,7 +101,8 @@ func sandboxOf(in sandbox.Info) Sandbox {
 			CPUPercent:     in.Limits.CPUPercent,
 			TimeBoxMinutes: int(in.ExpiresAt.Sub(in.CreatedAt).Round(time.Minute) / time.Minute),
 		},
-		Egress: egressView(in),
+		Egress:  egressView(in),
+		Browser: in.Browser,
 	}
 }
 
@@ -145,15 +151,20 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) error {
 		}
 		limits = req.Limits.Or(s.cfg.Limits)
 	}
-	if req.Browser && !s.cfg.Browser {
+	if req.Browser.Set && !s.cfg.Browser {
 		return &Error{Status: statusOf(CodeNoBrowser), Code: CodeNoBrowser,
 			Message: "no browser on this worker; create the sandbox without `browser` or use a worker that reports browser: true"}
+	}
+	if req.Browser.Set {
+		if err := limits.CheckBrowser(); err != nil {
+			return badRequest("limits.%v (Chromium does not fit in less)", err)
+		}
 	}
 	opts, err := s.egressOptions(req.Egress)
 	if err != nil {
 		return err
 	}
-	opts.TimeBox, opts.Limits, opts.Env = time.Duration(minutes)*time.Minute, limits, req.Env
+	opts.TimeBox, opts.Limits, opts.Env, opts.Browser = time.Duration(minutes)*time.Minute, limits, req.Env, req.Browser.Set
 	info, err := s.cfg.Runtime.Create(r.Context(), opts)
 	if err != nil {
 		return fmt.Errorf("create sandbox: %w", err)
@@ -164,6 +175,13 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) error {
 		rep, derr := s.cfg.Runtime.Delete(context.WithoutCancel(r.Context()), info.ID)
 		addLog(r.Context(), slog.String("abandoned", info.ID), slog.Bool("wiped", derr == nil && rep.Verified))
 		return fmt.Errorf("create sandbox: client gone: %w", err)
+	}
+	if req.Browser.Start {
+		if _, err := s.cfg.Runtime.StartBrowser(r.Context(), info.ID); err != nil {
+			rep, derr := s.cfg.Runtime.Delete(context.WithoutCancel(r.Context()), info.ID)
+			addLog(r.Context(), slog.String("abandoned", info.ID), slog.Bool("wiped", derr == nil && rep.Verified))
+			return fmt.Errorf("create sandbox: start its browser: %w", err)
+		}
 	}
 	addLog(r.Context(), slog.String("created", info.ID), slog.String("egress", egressView(info).Mode))
 	writeJSON(w, http.StatusCreated, sandboxOf(info))

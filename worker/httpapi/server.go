@@ -27,6 +27,7 @@ import (
 
 	"openvibe.network/agentsandbox"
 	"openvibe.network/agentsandbox/sandbox"
+	"openvibe.network/agentsandbox/sandbox/control"
 )
 
 // Runtime is what the API needs of a sandbox runtime; *sandbox.Runtime
@@ -57,6 +58,8 @@ type Processes interface {
 	Signal(ctx context.Context, id string, pid int, sig string) error
 	Stdin(ctx context.Context, id string, pid int, src io.Reader, closeAfter bool) error
 	Attach(ctx context.Context, id string, pid int) (*sandbox.Attachment, error)
+	StartBrowser(ctx context.Context, id string) (sandbox.Process, error)
+	Browser(ctx context.Context, id string) (*sandbox.BrowserConn, error)
 }
 
 // SelfTestSummary is the outcome of one self-test run as the API shows it.
@@ -139,6 +142,9 @@ type Config struct {
 	// StreamBuffer bounds the bytes of command output held for one exec
 	// stream while the client catches up (default 4 MiB); more is dropped.
 	StreamBuffer int
+	// BrowserMaxMessage bounds one CDP message from a browser's client
+	// (default and at most control.MaxBrowserMessage, 64 MiB).
+	BrowserMaxMessage int
 	// WriteTimeout bounds each write of a response to the client (default
 	// 30 s); an exec whose client stops reading that long is ended.
 	WriteTimeout time.Duration
@@ -171,6 +177,8 @@ var routes = []route{
 	{http.MethodPost, "/v1/sandboxes/{id}/processes/{pid}/signal", (*Server).signal},
 	{http.MethodPost, "/v1/sandboxes/{id}/processes/{pid}/stdin", (*Server).stdin},
 	{http.MethodGet, "/v1/sandboxes/{id}/processes/{pid}/attach", (*Server).attach},
+	{http.MethodGet, "/v1/sandboxes/{id}/browser", (*Server).browser},
+	{http.MethodGet, "/v1/sandboxes/{id}/browser/json/version", (*Server).browserVersion},
 	{http.MethodPut, "/v1/sandboxes/{id}/files/{path...}", (*Server).putFile},
 	{http.MethodGet, "/v1/sandboxes/{id}/files/{path...}", (*Server).getFile},
 	{http.MethodDelete, "/v1/sandboxes/{id}/files/{path...}", (*Server).deleteFile},
@@ -204,6 +212,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = DefaultWriteTimeout
+	}
+	if cfg.BrowserMaxMessage <= 0 || cfg.BrowserMaxMessage > control.MaxBrowserMessage {
+		cfg.BrowserMaxMessage = control.MaxBrowserMessage
 	}
 	s := &Server{cfg: cfg, tokenHash: sha256.Sum256([]byte(cfg.Token)), mux: http.NewServeMux()}
 	for _, rt := range routes {

@@ -62,7 +62,7 @@ func (f *Fake) Create(_ context.Context, opts sandbox.Options) (sandbox.Info, er
 		tb = agentsandbox.DefaultTimeBox
 	}
 	info := sandbox.Info{ID: fmt.Sprintf("sb-%d", f.next), Slot: f.next, CreatedAt: now, ExpiresAt: now.Add(tb),
-		Limits: opts.Limits.WithDefaults(), Egress: opts.Egress, EgressPolicy: opts.EgressPolicy}
+		Limits: opts.Limits.WithDefaults(), Egress: opts.Egress, EgressPolicy: opts.EgressPolicy, Browser: opts.Browser}
 	f.boxes[info.ID] = &box{info: info, files: map[string][]byte{}}
 	f.created = append(f.created, opts)
 	return info, nil
@@ -255,5 +255,15 @@ func (f *Fake) Stdin(context.Context, string, int, io.Reader, bool) error { retu
 
 // Attach fails: see errNoProcesses.
 func (f *Fake) Attach(context.Context, string, int) (*sandbox.Attachment, error) {
+	return nil, errNoProcesses
+}
+
+// StartBrowser fails: see errNoProcesses.
+func (f *Fake) StartBrowser(context.Context, string) (sandbox.Process, error) {
+	return sandbox.Process{}, errNoProcesses
+}
+
+// Browser fails: see errNoProcesses.
+func (f *Fake) Browser(context.Context, string) (*sandbox.BrowserConn, error) {
 	return nil, errNoProcesses
 }

@@ -1,0 +1,213 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"time"
+
+	"openvibe.network/agentsandbox"
+
+	"golang.org/x/net/websocket"
+	"openvibe.network/agentsandbox/internal/cdp"
+	"openvibe.network/agentsandbox/internal/wsmsg"
+	"openvibe.network/agentsandbox/sandbox"
+)
+
+// The browser of a sandbox created with `browser`, driven over the Chrome
+// DevTools Protocol:
+//
+//	GET …/browser               a WebSocket: one CDP message per WebSocket
+//	                            message, both ways, as Chromium's own
+//	                            /devtools/browser/… endpoint speaks it
+//	GET …/browser/json/version  Chromium's /json/version, whose
+//	                            webSocketDebuggerUrl points at …/browser
+//
+// So Playwright's connectOverCDP, Puppeteer's connect and chromedp connect
+// with the URL and the Authorization header. One connection per sandbox
+// (a second is refused with 409 browser_busy); a message over
+// Config.BrowserMaxMessage ends the connection (the log says why). The
+// browser's messages reach a slow client as fast as it reads: the browser
+// waits for it, not the worker, and a client that stalls one write for
+// Config.WriteTimeout is cut off.
+
+// BrowserRequest is the `browser` of a create: true, or an object.
+type BrowserRequest struct {
+	// Start starts the browser at create (default: at the first
+	// connection).
+	Start bool `json:"start,omitempty"`
+}
+
+// BrowserOption is the `browser` field of a create: absent or false for
+// none, true or a BrowserRequest for a browser sandbox.
+type BrowserOption struct {
+	// Set is true for a browser sandbox.
+	Set bool
+	BrowserRequest
+}
+
+// UnmarshalJSON accepts true, false or an object.
+func (b *BrowserOption) UnmarshalJSON(p []byte) error {
+	switch s := strings.TrimSpace(string(p)); s {
+	case "true", "false":
+		*b = BrowserOption{Set: s == "true"}
+		return nil
+	}
+	var r BrowserRequest
+	if err := json.Unmarshal(p, &r); err != nil {
+		return errors.New(`browser: give true, false or {"start": true}`)
+	}
+	*b = BrowserOption{Set: true, BrowserRequest: r}
+	return nil
+}
+
+// MarshalJSON writes false, true or the object.
+func (b BrowserOption) MarshalJSON() ([]byte, error) {
+	if !b.Set || !b.Start {
+		return json.Marshal(b.Set)
+	}
+	return json.Marshal(b.BrowserRequest)
+}
+
+// BrowserVersion is the answer of GET …/browser/json/version, with
+// Chromium's own field names.
+type BrowserVersion = agentsandbox.BrowserVersion
+
+// browserSandbox checks that sandbox id exists and has a browser.
+func (s *Server) browserSandbox(id string) error {
+	info, ok := s.info(id)
+	if !ok {
+		return errSandboxNotFound(id)
+	}
+	if !info.Browser {
+		return newError(CodeNoBrowser, "sandbox %s has no browser; create one with \"browser\": true", id)
+	}
+	return nil
+}
+
+// browserError maps the runtime's errors of a browser connection.
+func browserError(id string, err error) error {
+	switch {
+	case errors.Is(err, sandbox.ErrNotFound):
+		return errSandboxNotFound(id)
+	case errors.Is(err, sandbox.ErrBrowserBusy):
+		return newError(CodeBrowserBusy, "the browser of sandbox %s already has a client (one CDP connection per sandbox); close the other connection first", id)
+	case errors.Is(err, sandbox.ErrNoBrowser):
+		return newError(CodeNoBrowser, "sandbox %s has no browser; create one with \"browser\": true", id)
+	}
+	return fmt.Errorf("browser of %s: %w", id, err)
+}
+
+// browser handles GET …/browser: the CDP WebSocket.
+func (s *Server) browser(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	if err := s.browserSandbox(id); err != nil {
+		return err
+	}
+	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+		return badRequest("the browser is a WebSocket: connect with Upgrade: websocket (a CDP client: Playwright's connectOverCDP, Puppeteer's connect, chromedp)")
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	bc, err := s.cfg.Runtime.Browser(ctx, id)
+	if err != nil {
+		return browserError(id, err)
+	}
+	defer bc.Close()
+	websocket.Server{
+		Handshake: func(*websocket.Config, *http.Request) error { return nil }, // any origin: the token authenticates
+		Handler: func(ws *websocket.Conn) {
+			ws.MaxPayloadBytes = s.cfg.BrowserMaxMessage
+			in, out, why := s.serveBrowser(ctx, cancel, ws, bc)
+			addLog(r.Context(), slog.Int64("messages_in", in), slog.Int64("messages_out", out), slog.String("ended", why))
+		},
+	}.ServeHTTP(w, r)
+	return nil
+}
+
+// serveBrowser carries messages between ws and the browser until either
+// side ends; it returns the messages each way and why it ended.
+func (s *Server) serveBrowser(ctx context.Context, cancel context.CancelFunc, ws *websocket.Conn, bc *sandbox.BrowserConn) (in, out int64, why string) {
+	clientEnd := make(chan string, 1)
+	go func() { // the client's messages, to the browser
+		defer cancel()
+		for {
+			m, err := wsmsg.Receive(ws)
+			if errors.Is(err, websocket.ErrFrameTooLarge) {
+				clientEnd <- fmt.Sprintf("a message over %d bytes from the client", s.cfg.BrowserMaxMessage)
+				return
+			}
+			if err != nil {
+				clientEnd <- "the client closed"
+				return
+			}
+			if err := bc.Send(m.Data); err != nil {
+				clientEnd <- err.Error()
+				return
+			}
+			in++
+		}
+	}()
+	go func() { <-ctx.Done(); bc.Close() }()
+	for {
+		msg, err := bc.Next()
+		if err != nil {
+			select {
+			case why = <-clientEnd:
+			default:
+				why = err.Error()
+				var ended *sandbox.BrowserEndedError
+				if errors.As(err, &ended) {
+					why = ended.Error()
+				}
+			}
+			return in, out, why
+		}
+		_ = ws.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
+		if err := wsmsg.Send(ws, wsmsg.Message{Text: true, Data: msg}); err != nil {
+			return in, out, "the client stopped reading"
+		}
+		out++
+	}
+}
+
+// browserVersion handles GET …/browser/json/version.
+func (s *Server) browserVersion(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	if err := s.browserSandbox(id); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), browserVersionTimeout)
+	defer cancel()
+	bc, err := s.cfg.Runtime.Browser(ctx, id)
+	if err != nil {
+		return browserError(id, err)
+	}
+	defer bc.Close()
+	v, err := cdp.New(bc).GetVersion()
+	if err != nil {
+		return browserError(id, err)
+	}
+	scheme := "ws"
+	if r.TLS != nil {
+		scheme = "wss"
+	}
+	webkit := ""
+	if _, after, ok := strings.Cut(v.UserAgent, "AppleWebKit/"); ok {
+		webkit, _, _ = strings.Cut(after, " ")
+	}
+	writeJSON(w, http.StatusOK, BrowserVersion{
+		Browser: v.Product, ProtocolVersion: v.ProtocolVersion, UserAgent: v.UserAgent,
+		V8Version: v.JSVersion, WebKitVersion: webkit,
+		WebSocketDebuggerURL: scheme + "://" + r.Host + "/v1/sandboxes/" + id + "/browser",
+	})
+	return nil
+}
+
+// browserVersionTimeout bounds /json/version (the browser's start included).
+const browserVersionTimeout = time.Minute

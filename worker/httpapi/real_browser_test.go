@@ -1,0 +1,206 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/net/websocket"
+	"openvibe.network/agentsandbox/client"
+	"openvibe.network/agentsandbox/internal/cdp"
+	"openvibe.network/agentsandbox/internal/testenv"
+	"openvibe.network/agentsandbox/internal/wsmsg"
+	"openvibe.network/agentsandbox/sandbox"
+	"openvibe.network/agentsandbox/sandbox/control"
+)
+
+// dialBrowser opens the browser WebSocket of sandbox id as a CDP client
+// would.
+func dialBrowser(ctx context.Context, tb testing.TB, w *client.Worker, id string) *websocket.Conn {
+	tb.Helper()
+	cfg, err := websocket.NewConfig(w.BrowserURL(id), "http://127.0.0.1")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cfg.Header = w.BrowserHeader()
+	ws, err := cfg.DialContext(ctx)
+	if err != nil {
+		tb.Fatalf("dial the browser: %v", err)
+	}
+	return ws
+}
+
+// askVersion sends Browser.getVersion and returns its answer's product.
+func askVersion(t *testing.T, ws *websocket.Conn, id int) (string, error) {
+	t.Helper()
+	msg := `{"id":` + strconv.Itoa(id) + `,"method":"Browser.getVersion"}`
+	if err := wsmsg.Send(ws, wsmsg.Message{Text: true, Data: []byte(msg)}); err != nil {
+		return "", err
+	}
+	for {
+		m, err := wsmsg.Receive(ws)
+		if err != nil {
+			return "", err
+		}
+		var ans struct {
+			ID     int `json:"id"`
+			Result struct {
+				Product string `json:"product"`
+			} `json:"result"`
+		}
+		if json.Unmarshal(m.Data, &ans) == nil && ans.ID == id {
+			return ans.Result.Product, nil
+		}
+	}
+}
+
+// TestRealBrowserBounds: the browser's WebSocket carries CDP both ways; one
+// connection per sandbox (409 browser_busy for another); a message over the
+// worker's bound ends the connection, not the browser, which the next
+// connection finds running.
+func TestRealBrowserBounds(t *testing.T) {
+	chromium := sandbox.FindBrowser()
+	if chromium == "" {
+		testenv.Missing(t, "Chromium is not installed: apt-get install -y chromium")
+	}
+	api := newRealAPI(t, sandbox.Config{Capacity: 1, Browser: chromium}, func(c *Config) {
+		c.Browser, c.BrowserMaxMessage = true, 4096
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	info, err := api.w.Create(ctx, client.CreateOptions{Browser: true})
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	sb := api.w.Sandbox(info.ID)
+	defer func() { _, _ = sb.Delete(context.Background()) }()
+
+	ws := dialBrowser(ctx, t, api.w, info.ID)
+	if p, err := askVersion(t, ws, 1); err != nil || !strings.Contains(p, "Chrome/") {
+		t.Fatalf("Browser.getVersion: %q %v", p, err)
+	}
+	if _, err := sb.BrowserVersion(ctx); !errors.Is(err, client.ErrBrowserBusy) {
+		t.Errorf("json/version while connected: %v, want ErrBrowserBusy", err)
+	}
+	big := `{"id":2,"method":"Runtime.evaluate","params":{"expression":"` + strings.Repeat("1", 5000) + `"}}`
+	_ = wsmsg.Send(ws, wsmsg.Message{Text: true, Data: []byte(big)})
+	_ = ws.SetReadDeadline(time.Now().Add(time.Minute))
+	for {
+		m, err := wsmsg.Receive(ws)
+		if err != nil {
+			break // the worker ended the connection
+		}
+		var ans struct{ ID int }
+		if json.Unmarshal(m.Data, &ans) == nil && ans.ID == 2 {
+			t.Fatalf("a message over the bound reached the browser: it answered %.100s", m.Data)
+		}
+	}
+	ws.Close()
+	var v client.BrowserVersion
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		// The worker notices the closed connection at once, but the
+		// sandbox's init may take a moment to see its client go.
+		if v, err = sb.BrowserVersion(ctx); err == nil || !errors.Is(err, client.ErrBrowserBusy) || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err != nil || v.WebSocketDebuggerURL != sb.BrowserURL() {
+		t.Fatalf("json/version after the connection ended: %+v %v", v, err)
+	}
+	ws = dialBrowser(ctx, t, api.w, info.ID)
+	defer ws.Close()
+	if p, err := askVersion(t, ws, 3); err != nil || p != v.Browser {
+		t.Fatalf("the browser after a message over the bound: %q %v (want %q)", p, err, v.Browser)
+	}
+}
+
+// wsTransport carries CDP messages over the browser's WebSocket.
+type wsTransport struct{ ws *websocket.Conn }
+
+func (w wsTransport) Send(msg []byte) error {
+	return wsmsg.Send(w.ws, wsmsg.Message{Text: true, Data: msg})
+}
+
+func (w wsTransport) Next() ([]byte, error) {
+	m, err := wsmsg.Receive(w.ws)
+	return m.Data, err
+}
+
+// BenchmarkRealBrowser measures, through the API against the real runtime
+// (a pool of one sandbox started ahead, as a worker runs), the time from
+// POST /v1/sandboxes {"browser":true} to the answer of the first CDP
+// Page.navigate (a page served inside the sandbox), and the sandbox's
+// memory (its cgroup's, the pages of the files it read included) idle,
+// once the browser opened its blank page, and after that one page loaded;
+// it reports the p50 and p90 of each. Run with -benchtime=20x
+// for 20 rounds.
+func BenchmarkRealBrowser(b *testing.B) {
+	chromium := sandbox.FindBrowser()
+	if chromium == "" {
+		testenv.Missing(b, "Chromium is not installed: apt-get install -y chromium")
+	}
+	api := newRealAPI(b, sandbox.Config{Capacity: 1, Pool: 1, Browser: chromium}, func(c *Config) { c.Browser = true })
+	ctx := context.Background()
+	r := rounds{}
+	var idle, loaded []float64
+	for b.Loop() {
+		b.StopTimer()
+		for api.rt.Pooled() < 1 {
+			time.Sleep(time.Millisecond)
+		}
+		b.StartTimer()
+		start := time.Now()
+		info, err := api.w.Create(ctx, client.CreateOptions{Browser: true})
+		if err != nil {
+			b.Fatalf("create: %v", err)
+		}
+		sb := api.w.Sandbox(info.ID)
+		if _, err := sb.Start(ctx, client.ExecRequest{Argv: []string{control.InitPath, control.ServeMarker, "127.0.0.1:8000", "page"}}); err != nil {
+			b.Fatal(err)
+		}
+		ws := dialBrowser(ctx, b, api.w, info.ID)
+		c := cdp.New(wsTransport{ws})
+		page, err := c.NewPage("")
+		if err != nil {
+			b.Fatal(err)
+		}
+		// Idle: the browser started, with its one blank page (the look is
+		// not counted in the time).
+		look := time.Now()
+		if u, err := sb.Usage(ctx); err == nil {
+			idle = append(idle, float64(u.MemoryBytes)/(1<<20))
+		}
+		start = start.Add(time.Since(look))
+		firstPage := time.Now()
+		if errText, err := page.Navigate("http://127.0.0.1:8000/"); err != nil || errText != "" {
+			b.Fatalf("navigate: %q %v", errText, err)
+		}
+		r["to-first-navigate"] = append(r["to-first-navigate"], time.Since(start))
+		r["navigate"] = append(r["navigate"], time.Since(firstPage))
+		b.StopTimer()
+		var text string
+		if err := page.Eval(`new Promise(r => { const f = () => r(document.body.innerText); document.readyState === "complete" ? f() : addEventListener("load", f) })`, &text); err != nil || text != "page" {
+			b.Fatalf("the page: %q %v", text, err)
+		}
+		if u, err := sb.Usage(ctx); err == nil {
+			loaded = append(loaded, float64(u.MemoryBytes)/(1<<20))
+		}
+		ws.Close()
+		if _, err := sb.Delete(ctx); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+	r.report(b)
+	for name, v := range map[string][]float64{"idle-MiB": idle, "after-one-page-MiB": loaded} {
+		slices.Sort(v)
+		if len(v) > 0 {
+			b.ReportMetric(v[(len(v)-1)/2], name+"-p50")
+		}
+	}
+}
