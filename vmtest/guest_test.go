@@ -11,6 +11,8 @@ package vmtest
 import (
 	"context"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -158,10 +160,54 @@ func TestGuestCgroupV2(t *testing.T) {
 			suite("seccomp", 3*time.Minute, "-test.skip=^TestTablesMatchXSys$"),
 			{Name: "selftest", Argv: []string{"codes-sandbox", "selftest", "--browser", "off"}, Env: ci, Timeout: 3 * time.Minute},
 			e2e,
+			{Name: "bench-run", Argv: []string{"sandbox.test", "-test.run", "^$", "-test.bench", "^BenchmarkOneOff$", "-test.benchtime", "20x"},
+				Env: append(slices.Clone(ci), "BENCH_CODES_SANDBOX="+ivm.GuestBin+"/codes-sandbox"), Timeout: 4 * time.Minute},
+			{Name: "userns-off", Argv: []string{"bash", "-c", usernsOff}, Env: ci, Timeout: 3 * time.Minute},
 		})
 	check(t, rep, "v2-only", "/sys/fs/cgroup: cgroup2fs", "v2 only")
 	for _, name := range []string{"sandbox", "cgroup", "seccomp", "e2e"} {
 		check(t, rep, name, "\nPASS\n")
 	}
 	check(t, rep, "selftest", "all checks passed")
+	check(t, rep, "userns-off", "user namespaces are disabled (sysctl user.max_user_namespaces = 0)", "user.max_user_namespaces=15000", "refused as it should")
+	check(t, rep, "bench-run", "BenchmarkOneOff")
+	if res, ok := rep.Result("bench-run"); ok {
+		if ratio, ok := runRatio(res.Output); ok {
+			t.Logf("in the guest, `codes-sandbox run -- /bin/true` p50 is %.2f× raw bwrap's (20 rounds, alternating)", ratio)
+		}
+	}
+}
+
+// usernsOff turns user namespaces off in the guest (as a host with
+// user.max_user_namespaces = 0 has them), runs the self-test, which must
+// fail naming the sysctl and its fix, and turns them back on.
+const usernsOff = `f=/proc/sys/user/max_user_namespaces
+old=$(cat $f)
+echo 0 > $f
+codes-sandbox selftest --browser off 2>&1
+rc=$?
+echo "$old" > $f
+[ "$rc" != 0 ] || { echo "FAIL: the self-test passed with user namespaces off"; exit 1; }
+echo "the self-test was refused as it should (exit $rc)"
+`
+
+// runRatio reads BenchmarkOneOff's output: run's p50 over raw bwrap's.
+func runRatio(out string) (float64, bool) {
+	var raw, run float64
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		for i := 1; i < len(f); i++ {
+			v, err := strconv.ParseFloat(f[i-1], 64)
+			if err != nil {
+				continue
+			}
+			switch f[i] {
+			case "raw-bwrap-p50-ms":
+				raw = v
+			case "run-p50-ms":
+				run = v
+			}
+		}
+	}
+	return run / raw, raw > 0 && run > 0
 }
