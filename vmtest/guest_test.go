@@ -149,7 +149,7 @@ func TestGuestCgroupV2(t *testing.T) {
 	// in the host's cache: they are proved on the host. So is the browser:
 	// Chromium's start alone takes minutes under emulation, and nothing of
 	// it depends on the cgroup version but the limits the other tests prove.
-	e2e := suite("e2e", 8*time.Minute, "-test.skip=^(TestWorkerMetrics|TestBrowserThroughWorker|TestSelftestBrowser)$")
+	e2e := suite("e2e", 8*time.Minute, "-test.skip=^(TestWorkerMetrics|TestBrowserThroughWorker|TestSelftestBrowser|TestPlaywrightConnectOverCDP)$")
 	e2e.Env = append(e2e.Env, "AGENTSANDBOX_E2E_BIN="+ivm.GuestBin)
 	rep := boot(t, ivm.Config{},
 		[]string{"./sandbox", "./sandbox/cgroup", "./sandbox/seccomp", "./e2e"}, []string{"./cmd/..."},
