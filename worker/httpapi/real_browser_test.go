@@ -204,3 +204,51 @@ func BenchmarkRealBrowser(b *testing.B) {
 		}
 	}
 }
+
+// TestRealBrowserSlowClient: a CDP client that stops reading while the
+// browser answers it megabytes holds up nobody: the API answers meanwhile,
+// the worker cuts the client off after its write timeout, and the next
+// client gets the browser.
+func TestRealBrowserSlowClient(t *testing.T) {
+	chromium := sandbox.FindBrowser()
+	if chromium == "" {
+		testenv.Missing(t, "Chromium is not installed: apt-get install -y chromium")
+	}
+	api := newRealAPI(t, sandbox.Config{Capacity: 1, Browser: chromium}, func(c *Config) {
+		c.Browser, c.WriteTimeout = true, time.Second
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	info, err := api.w.Create(ctx, client.CreateOptions{Browser: true})
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	sb := api.w.Sandbox(info.ID)
+	defer func() { _, _ = sb.Delete(context.Background()) }()
+	stalled := dialBrowser(ctx, t, api.w, info.ID)
+	defer stalled.Close()
+	page, err := cdp.New(wsTransport{stalled}).NewPage("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 64 answers of 1 MiB each, far more than the sockets buffer; never read.
+	for i := range 64 {
+		msg := `{"id":` + strconv.Itoa(1000+i) + `,"sessionId":"` + page.SessionID + `","method":"Runtime.evaluate","params":{"expression":"'x'.repeat(1<<20)","returnByValue":true}}`
+		if err := wsmsg.Send(stalled, wsmsg.Message{Text: true, Data: []byte(msg)}); err != nil {
+			break // the worker may cut it off already
+		}
+	}
+	start := time.Now()
+	if _, err := api.w.Status(ctx); err != nil || time.Since(start) > 5*time.Second {
+		t.Errorf("the API while a browser client stalls: %v after %v", err, time.Since(start))
+	}
+	var v client.BrowserVersion
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		if v, err = sb.BrowserVersion(ctx); err == nil || !errors.Is(err, client.ErrBrowserBusy) || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err != nil || v.Browser == "" {
+		t.Fatalf("the next client, after the stalled one: %+v %v", v, err)
+	}
+}
