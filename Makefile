@@ -3,6 +3,10 @@ SHELL := /bin/bash
 export PATH := /usr/local/go/bin:$(PATH)
 GO ?= go
 BIN := bin
+# The version stamped into every build (--version, the check-in, the build-info
+# metrics) and carried by the Debian packages: scripts/version.sh.
+VERSION := $(shell scripts/version.sh)
+LDFLAGS := -X openvibe.network/agentsandbox/internal/buildinfo.version=$(VERSION)
 
 .PHONY: all build deps lint test demo golden-check clean vm-deps vm-test cross-arm64
 
@@ -12,7 +16,7 @@ deps:
 	@scripts/install-deps.sh
 
 build:
-	$(GO) build -o $(BIN)/ ./cmd/...
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
 
 # lint: go vet and staticcheck (pinned; scripts/staticcheck.sh installs it) stay clean.
 lint:
