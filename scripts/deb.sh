@@ -5,7 +5,8 @@
 # The binaries are built here with the version of scripts/version.sh stamped
 # in (what --version prints), which is also the packages' version (with the
 # Debian revision -1). GOARCH=arm64 builds the arm64 packages.
-# DEB_MAINTAINER overrides the Maintainer field.
+# DEB_MAINTAINER overrides the Maintainer field; DEB_OUT the directory the
+# packages go to (default dist/; the binaries are staged in its stage/).
 # Usage: scripts/deb.sh        (prints the paths of the two .deb files)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,7 +25,9 @@ fi
 DEB_VERSION=$(scripts/version.sh)
 DEB_ARCH=$(go env GOARCH)
 DEB_MAINTAINER=${DEB_MAINTAINER:-agentsandbox maintainers <maintainers@openvibe.network>}
-out=$PWD/dist
+out=${DEB_OUT:-dist}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
 STAGE=$out/stage
 export DEB_VERSION DEB_ARCH DEB_MAINTAINER STAGE
 rm -rf "$STAGE"
