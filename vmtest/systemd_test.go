@@ -71,7 +71,7 @@ func TestGuestSystemd(t *testing.T) {
 	rep := boot(t, ivm.Config{Systemd: true}, nil, nil, debsInto, []ivm.Command{
 		{Name: "v2-only", Argv: []string{"bash", "-c", assertV2Only}, Timeout: time.Minute},
 		{Name: "systemd", Argv: []string{"bash", "-c", systemdChecks}, Timeout: 3 * time.Minute},
-		{Name: "packages", Argv: []string{"bash", "-c", packageChecks}, Timeout: 5 * time.Minute},
+		{Name: "packages", Argv: []string{"bash", "-c", packageChecks}, Timeout: 8 * time.Minute},
 	})
 	check(t, rep, "v2-only", "v2 only")
 	check(t, rep, "systemd", "systemd units ok")
