@@ -3,8 +3,12 @@ SHELL := /bin/bash
 export PATH := /usr/local/go/bin:$(PATH)
 GO ?= go
 BIN := bin
+# The version stamped into every build (--version, the check-in, the build-info
+# metrics) and carried by the Debian packages: scripts/version.sh.
+VERSION := $(shell scripts/version.sh)
+LDFLAGS := -X openvibe.network/agentsandbox/internal/buildinfo.version=$(VERSION)
 
-.PHONY: all build deps lint test demo golden-check clean vm-deps vm-test cross-arm64
+.PHONY: all build deps lint test demo golden-check clean vm-deps vm-test cross-arm64 deb deb-check
 
 all: build
 
@@ -12,7 +16,7 @@ deps:
 	@scripts/install-deps.sh
 
 build:
-	$(GO) build -o $(BIN)/ ./cmd/...
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
 
 # lint: go vet and staticcheck (pinned; scripts/staticcheck.sh installs it) stay clean.
 lint:
@@ -46,5 +50,15 @@ demo: deps build
 golden-check:
 	scripts/golden-check.sh
 
+# deb: the Debian packages codes-sandbox and ovlive in dist/, built with nfpm
+# (pinned; scripts/deb.sh installs it) from packaging/*.yaml.
+deb:
+	scripts/deb.sh
+
+# deb-check: lintian passes both packages with no error or warning, and their
+# file lists are packaging/expected/*.txt.
+deb-check: deb
+	scripts/deb-check.sh
+
 clean:
-	rm -rf $(BIN)
+	rm -rf $(BIN) dist

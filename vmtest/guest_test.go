@@ -50,9 +50,10 @@ func withDeadline(t *testing.T) context.Context {
 	return ctx
 }
 
-// boot builds tests and cmds into a temp share, boots one guest with cfg
-// and runs cmds; it fails the test when the harness itself fails.
-func boot(t *testing.T, cfg ivm.Config, tests, cmds []string, run []ivm.Command) *ivm.Report {
+// boot builds tests and cmds into a temp share, lets prepare (when not nil)
+// put more into it, boots one guest with cfg and runs cmds; it fails the
+// test when the harness itself, or prepare, fails.
+func boot(t *testing.T, cfg ivm.Config, tests, cmds []string, prepare func(ctx context.Context, root, dir string) error, run []ivm.Command) *ivm.Report {
 	t.Helper()
 	ivm.Require(t)
 	if testing.Short() {
@@ -72,13 +73,20 @@ func boot(t *testing.T, cfg ivm.Config, tests, cmds []string, run []ivm.Command)
 	if len(tests)+len(cmds) > 0 {
 		t.Logf("built %v and %v on the host in %v", tests, cmds, time.Since(start).Round(time.Second))
 	}
+	if prepare != nil {
+		start := time.Now()
+		if err := prepare(ctx, root, dir); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("prepared the share on the host in %v", time.Since(start).Round(time.Second))
+	}
 	rep, err := ivm.Run(ctx, cfg, dir, run)
 	if err != nil {
 		if rep == nil {
 			t.Fatal(err)
 		}
 		for _, res := range rep.Results {
-			t.Logf("%s: exit %d; output ends:\n%s", res.Name, res.ExitCode, tail(res.Output, 40))
+			t.Logf("%s: exit %d; output ends:\n%s", res.Name, res.ExitCode, tail(res.Output, 8))
 		}
 		t.Fatalf("%v\n%s", err, rep.Log)
 	}
@@ -152,7 +160,7 @@ func TestGuestCgroupV2(t *testing.T) {
 	e2e := suite("e2e", 8*time.Minute, "-test.skip=^(TestWorkerMetrics|TestBrowserThroughWorker|TestSelftestBrowser|TestPlaywrightConnectOverCDP)$")
 	e2e.Env = append(e2e.Env, "AGENTSANDBOX_E2E_BIN="+ivm.GuestBin)
 	rep := boot(t, ivm.Config{},
-		[]string{"./sandbox", "./sandbox/cgroup", "./sandbox/seccomp", "./e2e"}, []string{"./cmd/..."},
+		[]string{"./sandbox", "./sandbox/cgroup", "./sandbox/seccomp", "./e2e"}, []string{"./cmd/..."}, nil,
 		[]ivm.Command{
 			{Name: "v2-only", Argv: []string{"bash", "-c", assertV2Only}, Timeout: time.Minute},
 			suite("sandbox", 8*time.Minute, "-test.skip=Browser"),

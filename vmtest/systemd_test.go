@@ -63,13 +63,17 @@ echo "systemd units ok"
 
 // TestGuestSystemd boots one guest with systemd as PID 1 (cgroup v2 only)
 // and proves that systemctl starts a transient and an installed unit, each
-// in its own cgroup under system.slice. The worker's own unit will be
-// installed and checked the same way.
+// in its own cgroup under system.slice; then, in the same boot, that the
+// Debian packages (built on the host first, as `make deb` builds them)
+// install with dpkg -i and that their units start, run the worker's
+// sandboxes under its own cgroup and stop (packageChecks).
 func TestGuestSystemd(t *testing.T) {
-	rep := boot(t, ivm.Config{Systemd: true}, nil, nil, []ivm.Command{
+	rep := boot(t, ivm.Config{Systemd: true}, nil, nil, debsInto, []ivm.Command{
 		{Name: "v2-only", Argv: []string{"bash", "-c", assertV2Only}, Timeout: time.Minute},
 		{Name: "systemd", Argv: []string{"bash", "-c", systemdChecks}, Timeout: 3 * time.Minute},
+		{Name: "packages", Argv: []string{"bash", "-c", packageChecks}, Timeout: 8 * time.Minute},
 	})
 	check(t, rep, "v2-only", "v2 only")
 	check(t, rep, "systemd", "systemd units ok")
+	check(t, rep, "packages", "dpkg -i: codes-sandbox and ovlive", "packages ok")
 }
