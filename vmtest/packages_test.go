@@ -134,7 +134,7 @@ case ${h:-} in *'"ok"'*) ;; *) journalctl -u ovlive --no-pager | tail -20; fail 
 head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >/etc/codes-sandbox/api.token
 chmod 0600 /etc/codes-sandbox/api.token
 cat >/etc/codes-sandbox/config.json <<'JSON'
-{"worker_id": "sbw-guest", "listen": "127.0.0.1:8088", "api_token_file": "/etc/codes-sandbox/api.token", "capacity": 1, "check_ins": []}
+{"worker_id": "sbw-guest", "listen": "127.0.0.1:8088", "api_token_file": "/etc/codes-sandbox/api.token", "capacity": 1, "browser": "off", "check_ins": []}
 JSON
 t "starting codes-sandbox"
 systemctl start codes-sandbox.service || fail "systemctl start codes-sandbox"

@@ -99,6 +99,8 @@ type fileConfig struct {
 	EgressDeny      []string `json:"egress_deny,omitempty"`
 	EgressResolver  string   `json:"egress_resolver,omitempty"`
 	EgressMaxPolicy int      `json:"egress_max_policy,omitempty"`
+	// Browser is the file's --browser (auto, on or off).
+	Browser string `json:"browser,omitempty"`
 }
 
 func loadConfig(path string) (fileConfig, error) {

@@ -56,8 +56,8 @@ func (s *stackFlags) register(fs *flag.FlagSet) {
 		"`IP:PORT` of the DNS server the egress guard asks (e.g. a public recursive resolver; default: the system's)")
 	fs.Var(&s.egressDeny, "egress-deny", "`PATTERN` every sandbox is refused, whatever its policy (repeatable; see docs/egress.md)")
 	fs.IntVar(&s.maxPolicy, "egress-max-policy", 0, fmt.Sprintf("most allow and deny entries one sandbox's egress policy may hold (default %d)", policy.DefaultMaxEntries))
-	fs.StringVar(&s.browser, "browser", "auto",
-		"headless browser sandboxes: auto (when Chromium is installed), on (fail without it) or off; the self-test proves it (see docs/browser.md)")
+	fs.StringVar(&s.browser, "browser", "",
+		"headless browser sandboxes: auto (when Chromium is installed; the default), on (fail without it) or off; the self-test proves it (see docs/browser.md)")
 }
 
 // browserPath resolves --browser: the Chromium binary, or "" for none.
@@ -112,7 +112,7 @@ func (s *stackFlags) config(fc fileConfig, capacity int) (stackConfig, error) {
 	if err != nil {
 		return stackConfig{}, err
 	}
-	browser, err := browserPath(s.browser)
+	browser, err := browserPath(cmp.Or(s.browser, fc.Browser, "auto"))
 	if err != nil {
 		return stackConfig{}, err
 	}
