@@ -2,11 +2,13 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -21,6 +23,43 @@ type accepted struct {
 	State      live.State `json:"state"`
 	AliveUntil *time.Time `json:"alive_until"`
 	ReceivedAt time.Time  `json:"received_at"`
+}
+
+// appendJSON appends a's JSON encoding and a newline to b: what
+// json.Marshal writes (times as RFC 3339 with nanoseconds, as
+// time.Time.MarshalJSON), without its reflection on the path every accepted
+// check-in takes. A time json.Marshal cannot encode (a year outside
+// 0..9999) is left to it.
+func (a accepted) appendJSON(b []byte) []byte {
+	if !jsonTime(a.ReceivedAt) || (a.AliveUntil != nil && !jsonTime(*a.AliveUntil)) {
+		m, err := json.Marshal(a)
+		if err != nil {
+			return append(b, `{"error":{"code":"internal","message":"internal error"}}`+"\n"...)
+		}
+		return append(append(b, m...), '\n')
+	}
+	b = append(b, `{"registered":`...)
+	b = strconv.AppendBool(b, a.Registered)
+	b = append(b, `,"state":"`...)
+	b = append(b, a.State...) // one of live's states: letters only
+	b = append(b, '"')
+	b = append(b, `,"alive_until":`...)
+	if a.AliveUntil == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(a.AliveUntil.AppendFormat(append(b, '"'), time.RFC3339Nano), '"')
+	}
+	b = append(b, `,"received_at":"`...)
+	b = a.ReceivedAt.AppendFormat(b, time.RFC3339Nano)
+	return append(b, "\"}\n"...)
+}
+
+// jsonTime reports whether t is a time time.Time.MarshalJSON encodes as
+// AppendFormat does: a year in 0..9999 and a zone offset in whole minutes
+// (the server's times are UTC).
+func jsonTime(t time.Time) bool {
+	_, off := t.Zone()
+	return t.Year() >= 0 && t.Year() <= 9999 && off%60 == 0
 }
 
 // handleCheckIn answers POST /api/streams/agent/{id}/plays/worker, checking
@@ -75,7 +114,8 @@ func (s *Server) handleCheckIn(w http.ResponseWriter, r *http.Request, rl *reqLo
 	default:
 		h := live.Derive(live.WorkerRecord{Registration: &reg}, s.now(), s.window)
 		rl.outcome = outcomeAccepted
-		writeJSON(w, http.StatusOK, accepted{Registered: true, State: h.State, AliveUntil: utcPtr(h.AliveUntil), ReceivedAt: reg.ReceivedAt.UTC()})
+		a := accepted{Registered: true, State: h.State, AliveUntil: utcPtr(h.AliveUntil), ReceivedAt: reg.ReceivedAt.UTC()}
+		writeJSONBytes(w, http.StatusOK, a.appendJSON(make([]byte, 0, 160)))
 	}
 }
 
@@ -166,7 +206,7 @@ func readReport(r *http.Request) ([]byte, contract.Result, error) {
 	if r.ContentLength > MaxBody {
 		return nil, none, tooLarge()
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, MaxBody+1))
+	body, err := readBody(io.LimitReader(r.Body, MaxBody+1), r.ContentLength)
 	if err != nil {
 		return nil, none, live.Errorf(live.EINVALID, "the body could not be read: send the whole report")
 	}
@@ -185,6 +225,29 @@ func readReport(r *http.Request) ([]byte, contract.Result, error) {
 		return nil, none, fmt.Errorf("validate report: %w", err)
 	}
 	return body, res, nil
+}
+
+// readBody reads r to its end, as io.ReadAll does, into a buffer sized for
+// the declared length n (-1 when unknown) and one byte more, so that a body
+// of the length it declared is read without growing the buffer.
+func readBody(r io.Reader, n int64) ([]byte, error) {
+	size := int64(512)
+	if n >= 0 && n < MaxBody {
+		size = n + 1
+	}
+	b := make([]byte, 0, size)
+	for {
+		m, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+m]
+		switch {
+		case err == io.EOF:
+			return b, nil
+		case err != nil:
+			return b, err
+		case len(b) == cap(b):
+			b = append(b, 0)[:len(b)]
+		}
+	}
 }
 
 func tooLarge() error {

@@ -112,9 +112,17 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 		status = http.StatusInternalServerError
 		b = []byte(`{"error":{"code":"internal","message":"internal error"}}`)
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
+	writeJSONBytes(w, status, append(b, '\n'))
+}
+
+// writeJSONBytes answers b, a JSON document and its newline, with status and
+// the headers of every JSON answer. The header keys are written in their
+// canonical form, so that no answer pays for canonicalising them.
+func writeJSONBytes(w http.ResponseWriter, status int, b []byte) {
+	h := w.Header()
+	h["Content-Type"] = []string{"application/json"}
+	h["Cache-Control"] = []string{"no-store"}
+	h["X-Content-Type-Options"] = []string{"nosniff"}
 	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
+	_, _ = w.Write(b)
 }

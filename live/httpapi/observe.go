@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"context"
 	"log/slog"
 	"net/http"
 	"time"
@@ -54,14 +53,13 @@ func (rl *reqLog) decided(d decision) {
 // handlerFunc is a route's handler, given the request's log record.
 type handlerFunc func(w http.ResponseWriter, r *http.Request, rl *reqLog)
 
-// logKey finds a request's *reqLog in its context.
-type logKey struct{}
-
 // route adapts h to the mux: it names the route in the request's log record
-// and passes the record on.
+// and passes the record on. The record comes with the *statusWriter that
+// serve, the mux's only caller, hands the mux (rather than in the request's
+// context, which would copy the request).
 func route(name string, h handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rl := r.Context().Value(logKey{}).(*reqLog) // set by serve, the mux's only caller
+		rl := w.(*statusWriter).rl
 		rl.route, rl.stream = name, describeID(r.PathValue("id"))
 		h(w, r, rl)
 	})
@@ -76,10 +74,12 @@ func describeID(id string) string {
 	return clip(live.RedactSecrets(id), 128)
 }
 
-// statusWriter remembers the status a handler answered.
+// statusWriter remembers the status a handler answered, and carries the
+// request's log record to the route's handler.
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	rl     *reqLog
 }
 
 // WriteHeader notes the first status written.
@@ -103,8 +103,8 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	rl := &reqLog{route: routeUnmatched}
-	sw := &statusWriter{ResponseWriter: w}
-	s.mux.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), logKey{}, rl)))
+	sw := &statusWriter{ResponseWriter: w, rl: rl}
+	s.mux.ServeHTTP(sw, r)
 	took := time.Since(start)
 	s.metrics.latency.WithLabelValues(rl.route).Observe(took.Seconds())
 	if rl.route == routeCheckIn && rl.outcome != "" {
@@ -126,5 +126,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		level = slog.LevelError
 		attrs = append(attrs, slog.String("err", rl.err.Error()))
 	}
-	s.log.LogAttrs(r.Context(), level, "request", attrs...)
+	// The record is handed to the handler directly: Logger.LogAttrs would
+	// also walk the stack for a source location the line never shows.
+	if h := s.log.Handler(); h.Enabled(r.Context(), level) {
+		rec := slog.NewRecord(time.Now(), level, "request", 0)
+		rec.AddAttrs(attrs...)
+		_ = h.Handle(r.Context(), rec)
+	}
 }

@@ -85,7 +85,16 @@ func (s *Store) Accept(ctx context.Context, r live.Registration) (live.Registrat
 	case <-s.quit:
 		return r, errClosed
 	}
-	res := <-op.done
+	var res acceptResult
+	select {
+	case res = <-op.done:
+	case <-s.stopped:
+		select {
+		case res = <-op.done: // answered before the acceptors stopped
+		default: // still queued at Close: never written
+			res.err = errClosed
+		}
+	}
 	r.ReceivedAt = res.receivedAt
 	return r, res.err
 }

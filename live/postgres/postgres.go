@@ -70,8 +70,9 @@ type Store struct {
 	historyAge  time.Duration
 	historyRows int
 	readOnly    bool
-	accepts     chan acceptOp
+	accepts     chan acceptOp // buffered: a check-in waits once, for its answer
 	quit        chan struct{}
+	stopped     chan struct{} // closed when the acceptors have returned
 	acceptors   sync.WaitGroup
 	closer      sync.Once
 }
@@ -112,7 +113,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open postgres store: %w", err)
 	}
-	st := &Store{pool: pool, window: opts.Window, readOnly: opts.ReadOnly, accepts: make(chan acceptOp), quit: make(chan struct{})}
+	st := &Store{pool: pool, window: opts.Window, readOnly: opts.ReadOnly, accepts: make(chan acceptOp, maxBatch), quit: make(chan struct{}), stopped: make(chan struct{})}
 	if st.window == 0 {
 		st.window = live.AliveWindow
 	}
@@ -145,12 +146,14 @@ func describeDSN(cfg *pgxpool.Config) string {
 	return fmt.Sprintf("postgres://%s@%s:%d/%s", c.User, c.Host, c.Port, c.Database)
 }
 
-// Close stops the check-in batches after the ones taken and closes the
-// pool, waiting for connections in use. Later calls return nil.
+// Close stops the check-in batches after the ones being written (a check-in
+// still queued then fails: it was never written) and closes the pool,
+// waiting for connections in use. Later calls return nil.
 func (s *Store) Close() error {
 	s.closer.Do(func() {
 		close(s.quit)
 		s.acceptors.Wait()
+		close(s.stopped)
 		s.pool.Close()
 	})
 	return nil

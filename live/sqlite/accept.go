@@ -11,7 +11,7 @@ import (
 
 // acceptChunks are the sizes of the multi-row upserts a group of check-ins
 // is written with (each size's statement is prepared once).
-var acceptChunks = []int{64, 16, 4, 1}
+var acceptChunks = []int{64, 32, 16, 8, 4, 2, 1}
 
 // acceptGroup writes rs (check-ins of distinct streams) in as few
 // statements as acceptChunks allow, sets each receive time from the store's

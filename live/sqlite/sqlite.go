@@ -118,7 +118,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open sqlite store %s: %w", path, err)
 	}
 	s.wconn = &wconn{conn: conn, stmts: map[string]*sql.Stmt{}}
-	s.ops = make(chan writeOp)
+	s.ops = make(chan writeOp, maxBatch)
 	go s.writer()
 	return s, nil
 }
@@ -184,8 +184,9 @@ func createPrivate(path string) error {
 	return f.Close()
 }
 
-// Close stops the writer after the writes already taken and closes the
-// database. Later calls return nil.
+// Close stops the writer after the group it is writing and closes the
+// database; a write still queued then fails (it was never run). Later calls
+// return nil.
 func (s *Store) Close() error {
 	var err error
 	s.closer.Do(func() {

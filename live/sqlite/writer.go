@@ -42,7 +42,7 @@ type writeOp struct {
 }
 
 // write hands fn to the writer and waits until its group is committed.
-// Once the writer has taken fn, write waits for the outcome even if ctx
+// Once fn is queued for the writer, write waits for the outcome even if ctx
 // ends, so the caller never misreads a committed write as failed.
 func (s *Store) write(ctx context.Context, fn func(ctx context.Context, q execer) error) error {
 	return s.submit(ctx, writeOp{fn: fn})
@@ -66,7 +66,19 @@ func (s *Store) submit(ctx context.Context, op writeOp) error {
 	case <-s.quit:
 		return errClosed
 	}
-	return <-op.done
+	// The queue is buffered, so that a write costs its caller one wait, not
+	// two. A write still queued when the writer stops (Close) was never run.
+	select {
+	case err := <-op.done:
+		return err
+	case <-s.done:
+		select {
+		case err := <-op.done: // answered before the writer stopped
+			return err
+		default:
+			return errClosed
+		}
+	}
 }
 
 // writer is the one goroutine that writes: it takes the writes waiting now

@@ -70,6 +70,7 @@ func Run(t *testing.T, newDB NewFunc, traits Traits) {
 		{"AcceptRefuseAccept", testAcceptRefuseAccept},
 		{"Worker", testWorker},
 		{"ConcurrentCheckIns", testConcurrentCheckIns},
+		{"CloseWhileWriting", testCloseWhileWriting},
 		{"Reopen", testReopen},
 		{"ListStreamsOwnedBy", testListStreamsOwnedBy},
 		{"SetCapability", testSetCapability},

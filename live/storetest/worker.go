@@ -306,6 +306,61 @@ func testConcurrentCheckIns(t *testing.T, e *env) {
 	}
 }
 
+// testCloseWhileWriting closes the store while many streams check in:
+// every Accept returns, and after a reopen each stream holds the report of
+// its last acknowledged check-in (a check-in still queued at Close fails and
+// is not written; one written is acknowledged).
+func testCloseWhileWriting(t *testing.T, e *env) {
+	const streams = 32
+	svc := e.service("codes-sandbox", live.CapabilityRegister)
+	owner := e.person("owner")
+	fs := make([]fixture, streams)
+	for i := range fs {
+		fs[i] = fixture{owner: owner, stream: e.stream(fmt.Sprintf("c-%02d", i), owner.ID), service: svc}
+	}
+	acked := make([]int, streams) // the last acknowledged round, -1 for none
+	var wg sync.WaitGroup
+	var started sync.WaitGroup
+	store := e.store
+	for i, f := range fs {
+		acked[i] = -1
+		started.Add(1)
+		wg.Go(func() {
+			for k := 0; ; k++ {
+				if k == 3 {
+					started.Done()
+				}
+				if _, err := store.Accept(e.ctx, f.registration(report(i, k))); err != nil {
+					if k < 3 {
+						started.Done()
+					}
+					return
+				}
+				acked[i] = k
+			}
+		})
+	}
+	started.Wait()
+	if err := store.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Accepts still waiting 30 s after Close")
+	}
+	e.store = e.open(OpenOptions{Now: e.clock.Now, Window: e.window})
+	t.Cleanup(func() { _ = e.store.Close() })
+	for i, f := range fs {
+		rec := e.worker(f.stream.ID)
+		if rec.Registration == nil || string(rec.Registration.Report) != report(i, acked[i]) {
+			t.Errorf("stream %d: stored %+v, want the last acknowledged report %s", i, rec.Registration, report(i, acked[i]))
+		}
+	}
+}
+
 func report(stream, round int) string {
 	return fmt.Sprintf(`{"stream":%d,"round":%d}`, stream, round)
 }
