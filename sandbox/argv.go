@@ -37,6 +37,9 @@ type BwrapSpec struct {
 	PtsDir string
 	// EtcDir is the prepared /etc (see buildEtc), bound read-only.
 	EtcDir string
+	// EtcBinds are host /etc directories (relative to /etc, see
+	// etcHostDirs) bound read-only over the copy's empty ones.
+	EtcBinds []string
 	// UsrLinks maps top-level names to their symlink targets, e.g.
 	// "bin" -> "usr/bin" (the host's merged-/usr layout).
 	UsrLinks map[string]string
@@ -80,8 +83,11 @@ func Argv(spec BwrapSpec) (options, command []string) {
 	for _, name := range slices.Sorted(maps.Keys(spec.UsrLinks)) {
 		a = append(a, "--symlink", spec.UsrLinks[name], "/"+name)
 	}
+	a = append(a, "--ro-bind", spec.EtcDir, "/etc")
+	for _, d := range spec.EtcBinds {
+		a = append(a, "--ro-bind", "/etc/"+d, "/etc/"+d)
+	}
 	a = append(a,
-		"--ro-bind", spec.EtcDir, "/etc",
 		"--proc", "/proc",
 		"--dev", "/dev",
 		"--dev-bind", spec.PtsDir, "/dev/pts",

@@ -66,6 +66,9 @@ func TestArgv(t *testing.T) {
 			append(slices.Clone(base), "--info-fd", "4"), []string{"/.init", control.InitMarker}},
 		{"OneCommand", func(s *BwrapSpec) { s.InitArgs = []string{control.ExecMarker, "4096", "--", "sh", "-c", "--setenv"} },
 			base, []string{"/.init", control.ExecMarker, "4096", "--", "sh", "-c", "--setenv"}},
+		{"EtcBinds", func(s *BwrapSpec) { s.EtcBinds = []string{"alternatives", "ssl/certs"} },
+			slices.Concat(base[:33], []string{"--ro-bind", "/etc/alternatives", "/etc/alternatives", "--ro-bind", "/etc/ssl/certs", "/etc/ssl/certs"}, base[33:]),
+			[]string{"/.init", control.InitMarker}},
 		{"EnvValueLooksLikeAnOption", func(s *BwrapSpec) { s.Env = map[string]string{"X": "--bind"} },
 			slices.Concat(base[:15], []string{"--setenv", "X", "--bind"}, base[21:]), []string{"/.init", control.InitMarker}},
 	} {

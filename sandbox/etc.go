@@ -23,12 +23,32 @@ import (
 // ssh, the worker's configuration, gitconfig, the host's environment
 // variables in /etc/environment…) stays out.
 var etcHostFiles = []string{
-	"alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d",
-	"ssl/certs", "ssl/openssl.cnf", "ca-certificates.conf",
+	"ld.so.cache", "ld.so.conf", "ld.so.conf.d",
+	"ssl/openssl.cnf", "ca-certificates.conf",
 	"localtime", "timezone", "mime.types", "protocols", "services",
 	"gai.conf", "host.conf", "inputrc", "magic", "magic.mime",
 	"os-release", "debian_version", "fonts", "perl", "python3", "python3.11",
 	"bash.bashrc", "profile", "login.defs", "terminfo",
+}
+
+// etcHostDirs are the host /etc directories a sandbox sees bound read-only
+// over an empty directory of its copy rather than copied: the two that are
+// hundreds of entries (a Debian host's alternatives and certificates), which
+// every runtime (every `codes-sandbox run`) would otherwise copy and remove,
+// and which hold nothing private (symlinks into /usr, public CA
+// certificates). One that is not a directory on the host is copied as the
+// other files are.
+var etcHostDirs = []string{"alternatives", "ssl/certs"}
+
+// etcBinds returns the etcHostDirs that hostEtc has as directories.
+func etcBinds(hostEtc string) []string {
+	var out []string
+	for _, name := range etcHostDirs {
+		if fi, err := os.Lstat(filepath.Join(hostEtc, name)); err == nil && fi.IsDir() {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 // etcFiles returns the generated /etc contents: the sandbox user and group,
@@ -74,8 +94,11 @@ func buildEtc(stateDir, hostEtc string) (dir string, lock *os.File, err error) {
 	for _, name := range slices.Sorted(maps.Keys(gen)) {
 		fmt.Fprintf(h, "gen %s %q\n", name, gen[name])
 	}
-	for _, name := range etcHostFiles {
-		if fi, err := os.Lstat(filepath.Join(hostEtc, name)); err == nil {
+	binds := etcBinds(hostEtc)
+	for _, name := range append(slices.Clone(etcHostFiles), etcHostDirs...) {
+		if slices.Contains(binds, name) {
+			fmt.Fprintf(h, "bind %s\n", name)
+		} else if fi, err := os.Lstat(filepath.Join(hostEtc, name)); err == nil {
 			fmt.Fprintf(h, "host %s %d %d %v\n", name, fi.Size(), fi.ModTime().UnixNano(), fi.Mode())
 		}
 	}
@@ -265,12 +288,19 @@ func fillEtc(dir, hostEtc string, gen map[string]string) error {
 	if err := os.Symlink("/proc/self/mounts", filepath.Join(dir, "mtab")); err != nil {
 		return fmt.Errorf("build /etc: %w", err)
 	}
-	for _, name := range etcHostFiles {
+	binds := etcBinds(hostEtc)
+	for _, name := range append(slices.Clone(etcHostFiles), etcHostDirs...) {
+		dst := filepath.Join(dir, name)
+		if slices.Contains(binds, name) { // a mount point for the bind
+			if err := os.MkdirAll(dst, 0o755); err != nil {
+				return fmt.Errorf("build /etc: %w", err)
+			}
+			continue
+		}
 		src := filepath.Join(hostEtc, name)
 		if _, err := os.Lstat(src); errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
-		dst := filepath.Join(dir, name)
 		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 			return fmt.Errorf("build /etc: %w", err)
 		}

@@ -111,9 +111,11 @@ type Runtime struct {
 	dirLock *os.File // held while the runtime lives (see removeStale)
 	init    string   // the copied init binary
 	etcDir  string   // the /etc its sandboxes bind (see buildEtc)
-	etcLock *os.File // shared lock on etcDir, held while the runtime lives
-	links   map[string]string
-	log     *slog.Logger
+	// etcBinds are the host /etc directories bound over it (etcBinds).
+	etcBinds []string
+	etcLock  *os.File // shared lock on etcDir, held while the runtime lives
+	links    map[string]string
+	log      *slog.Logger
 	// janitor is woken (non-blocking send) when there is something to
 	// clean up: a dead runtime's leftovers, a slot whose wipe failed.
 	janitor     chan struct{}

@@ -303,6 +303,7 @@ func (r *Runtime) launch(b *sandboxState, initFiles []*os.File) (*launchPipes, e
 func (r *Runtime) bwrapSpec(b *sandboxState) BwrapSpec {
 	spec := BwrapSpec{
 		EtcDir:      r.etcDir,
+		EtcBinds:    r.etcBinds,
 		UsrLinks:    r.links,
 		WritableDir: filepath.Join(b.dir, boxFS),
 		PtsDir:      filepath.Join(b.dir, boxPts),

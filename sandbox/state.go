@@ -47,6 +47,7 @@ func (r *Runtime) prepareDir() error {
 	if err := copyBinary(r.cfg.InitBinary, r.init); err != nil {
 		return err
 	}
+	r.etcBinds = etcBinds("/etc")
 	if r.etcDir, r.etcLock, err = buildEtc(r.cfg.StateDir, "/etc"); err != nil {
 		return err
 	}
