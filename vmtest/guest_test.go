@@ -163,7 +163,7 @@ func TestGuestCgroupV2(t *testing.T) {
 		[]string{"./sandbox", "./sandbox/cgroup", "./sandbox/seccomp", "./e2e"}, []string{"./cmd/..."}, nil,
 		[]ivm.Command{
 			{Name: "v2-only", Argv: []string{"bash", "-c", assertV2Only}, Timeout: time.Minute},
-			suite("sandbox", 8*time.Minute, "-test.skip=Browser"),
+			suite("sandbox", 10*time.Minute, "-test.skip=Browser"),
 			suite("cgroup", 3*time.Minute),
 			suite("seccomp", 3*time.Minute, "-test.skip=^TestTablesMatchXSys$"),
 			{Name: "selftest", Argv: []string{"codes-sandbox", "selftest", "--browser", "off"}, Env: ci, Timeout: 3 * time.Minute},
