@@ -27,18 +27,19 @@ var etcHostFiles = []string{
 	"ssl/openssl.cnf", "ca-certificates.conf",
 	"localtime", "timezone", "mime.types", "protocols", "services",
 	"gai.conf", "host.conf", "inputrc", "magic", "magic.mime",
-	"os-release", "debian_version", "fonts", "perl", "python3", "python3.11",
+	"os-release", "debian_version", "perl", "python3", "python3.11",
 	"bash.bashrc", "profile", "login.defs", "terminfo",
 }
 
 // etcHostDirs are the host /etc directories a sandbox sees bound read-only
-// over an empty directory of its copy rather than copied: the two that are
-// hundreds of entries (a Debian host's alternatives and certificates), which
+// over an empty directory of its copy rather than copied: those of dozens
+// to hundreds of entries (a Debian host's alternatives, certificates and
+// font configuration), which
 // every runtime (every `codes-sandbox run`) would otherwise copy and remove,
 // and which hold nothing private (symlinks into /usr, public CA
-// certificates). One that is not a directory on the host is copied as the
+// certificates, fontconfig's files). One that is not a directory on the host is copied as the
 // other files are.
-var etcHostDirs = []string{"alternatives", "ssl/certs"}
+var etcHostDirs = []string{"alternatives", "ssl/certs", "fonts"}
 
 // etcBinds returns the etcHostDirs that hostEtc has as directories.
 func etcBinds(hostEtc string) []string {
