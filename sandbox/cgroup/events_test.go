@@ -44,9 +44,14 @@ func TestEventsOOMKill(t *testing.T) {
 	// tail keeps its whole newline-free input in memory: 256 MB > 32 MB.
 	p := startIn(t, g, `head -c 256M /dev/zero | tail -c 300M >/dev/null`)
 	err := p.wait(t)
+	// The kernel kills the group's biggest process, tail (the shell then
+	// exits 137), or under a loaded guest at times the shell itself.
 	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).ExitStatus() != 128+int(syscall.SIGKILL) {
-		t.Fatalf("pipeline ended with %v, want tail killed (exit 137)", err)
+	if !errors.As(err, &ee) {
+		t.Fatalf("pipeline ended with %v, want it killed", err)
+	}
+	if ws := ee.Sys().(syscall.WaitStatus); ws.ExitStatus() != 128+int(syscall.SIGKILL) && (!ws.Signaled() || ws.Signal() != syscall.SIGKILL) {
+		t.Fatalf("pipeline ended with %v, want tail or the shell killed (exit 137 or SIGKILL)", err)
 	}
 	ev, err := g.Events()
 	if err != nil {
