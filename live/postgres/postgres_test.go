@@ -290,8 +290,10 @@ func TestRegistrationsStayCompact(t *testing.T) {
 		t.Fatal(err)
 	}
 	// 10 rows of 1.4 KB, two to a page, with room for the versions that
-	// pruning has not reclaimed yet; packed pages grew to ~100 pages here.
-	if size > 16*8192 {
+	// pruning has not reclaimed yet (other tests' open snapshots on the
+	// same server hold some back: 22 pages seen in CI); packed pages grew to
+	// ~108 pages here.
+	if size > 48*8192 {
 		t.Errorf("registrations is %d bytes (%d pages) after 1,000 check-ins of 10 streams: updates do not stay on their page", size, size/8192)
 	}
 }
