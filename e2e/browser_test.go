@@ -29,6 +29,29 @@ import (
 // here; a loaded machine takes longer).
 const browserWait = 2 * time.Minute
 
+// requireChromium skips or fails (see testenv.Missing) unless the host has
+// Chromium.
+func requireChromium(t *testing.T) {
+	t.Helper()
+	if sandbox.FindBrowser() == "" {
+		testenv.Missing(t, "Chromium is not installed: apt-get install -y chromium")
+	}
+}
+
+// startBrowserWorker starts Live and a worker with the browser on, and
+// returns once the owner's view says alive: Live's URL, the world, the
+// worker and its API's URL. Chromium asks for names of its own (updates):
+// the worker's proxy asks a resolver on loopback that knows none, never the
+// system's.
+func startBrowserWorker(t *testing.T) (string, world, *proc, string) {
+	t.Helper()
+	bin := binaries(t)
+	live, w := startLive(t, bin)
+	wp, api := startWorker(t, bin, live, w, "--browser", "on", "--checkin-interval", "10m", "--egress-resolver", nxResolver(t))
+	waitFor(t, "the owner's view to say alive", func() bool { return view(t, live, w).State == "alive" }, wp)
+	return live, w, wp, api
+}
+
 // drive connects chromedp to sandbox sb's browser through the worker API,
 // as a user would (the URL and the Authorization header), and returns its
 // context.
@@ -83,17 +106,9 @@ func navigate(ctx context.Context, t *testing.T, url string) {
 // and neither the worker nor the browser's next connection suffers; the
 // wipe takes the profile.
 func TestBrowserThroughWorker(t *testing.T) {
-	if sandbox.FindBrowser() == "" {
-		testenv.Missing(t, "Chromium is not installed: apt-get install -y chromium")
-	}
-	bin := binaries(t)
-	live, w := startLive(t, bin)
-	// Chromium asks for names of its own (updates): the proxy asks a
-	// resolver on loopback that knows none, never the system's.
-	wp, api := startWorker(t, bin, live, w, "--browser", "on", "--checkin-interval", "10m",
-		"--egress-resolver", nxResolver(t))
-	var v ownerView
-	waitFor(t, "the owner's view to say alive", func() bool { v = view(t, live, w); return v.State == "alive" }, wp)
+	requireChromium(t)
+	live, w, wp, api := startBrowserWorker(t)
+	v := view(t, live, w)
 	var rep struct {
 		Browser bool            `json:"browser"`
 		Checks  map[string]bool `json:"checks"`
@@ -288,9 +303,7 @@ func checkScreenshot(t *testing.T, shot []byte) {
 // TestSelftestBrowser: `codes-sandbox selftest --browser on` runs the
 // browser check beside the nine and passes.
 func TestSelftestBrowser(t *testing.T) {
-	if sandbox.FindBrowser() == "" {
-		testenv.Missing(t, "Chromium is not installed: apt-get install -y chromium")
-	}
+	requireChromium(t)
 	bin := binaries(t)
 	out, err := exec.Command(filepath.Join(bin, "codes-sandbox"), "selftest", "--json", "--browser", "on").Output()
 	if err != nil {

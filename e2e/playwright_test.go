@@ -11,7 +11,6 @@ import (
 
 	"openvibe.network/agentsandbox/client"
 	"openvibe.network/agentsandbox/internal/testenv"
-	"openvibe.network/agentsandbox/sandbox"
 )
 
 // TestPlaywrightConnectOverCDP runs docs/browser.md's Playwright example
@@ -19,9 +18,7 @@ import (
 // against a running worker: connectOverCDP with the sandbox's browser URL
 // and the token, a page served inside the sandbox, its text, a screenshot.
 func TestPlaywrightConnectOverCDP(t *testing.T) {
-	if sandbox.FindBrowser() == "" {
-		testenv.Missing(t, "Chromium is not installed: apt-get install -y chromium")
-	}
+	requireChromium(t)
 	node := testenv.RequireBinary(t, "node", "apt-get install -y nodejs npm")
 	npm := testenv.RequireBinary(t, "npm", "apt-get install -y npm")
 	if v, err := exec.Command(node, "--version").Output(); err != nil || !nodeAtLeast(string(v), 20) {
@@ -33,10 +30,7 @@ func TestPlaywrightConnectOverCDP(t *testing.T) {
 	if out, err := install.CombinedOutput(); err != nil {
 		t.Fatalf("npm ci in %s: %v\n%s", dir, err, out)
 	}
-	bin := binaries(t)
-	live, w := startLive(t, bin)
-	wp, api := startWorker(t, bin, live, w, "--browser", "on", "--checkin-interval", "10m", "--egress-resolver", nxResolver(t))
-	waitFor(t, "the owner's view to say alive", func() bool { return view(t, live, w).State == "alive" }, wp)
+	_, _, _, api := startBrowserWorker(t)
 
 	wc := client.NewWorker(api, "e2e-api-token", nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*browserWait)

@@ -61,7 +61,6 @@ func TestBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatalf("NewPage: %v", err)
 	}
-	var text string
 	for deadline := time.Now().Add(30 * time.Second); ; { // the server may still be starting
 		errText, err := page.Navigate("http://127.0.0.1:8000/")
 		if err != nil {
@@ -75,8 +74,9 @@ func TestBrowser(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if err := page.Eval(`new Promise(r => { const f = () => r(document.getElementById("text").textContent); document.readyState === "complete" ? f() : addEventListener("load", f) })`, &text); err != nil {
-		t.Fatalf("Eval: %v", err)
+	text, err := page.Text()
+	if err != nil {
+		t.Fatalf("Text: %v", err)
 	}
 	if text != "hello from the sandbox" {
 		t.Errorf("page text %q", text)

@@ -119,8 +119,8 @@ func observeBrowser(ctx context.Context, d Deps, obs *observation) (why, notRun 
 	if err != nil || errText != "" {
 		return fmt.Sprintf("Chromium did not load a page served inside its sandbox: %v%s", err, errText), ""
 	}
-	var text string
-	if err := page.Eval(pageTextJS, &text); err != nil || !strings.Contains(text, token) {
+	text, err := page.Text()
+	if err != nil || !strings.Contains(text, token) {
 		return fmt.Sprintf("Chromium loaded the sandbox's page but its DOM did not hold the page's text (%q, %v)", clipText(text), err), ""
 	}
 	target := "http://" + obs.canaryAddr + "/"
@@ -139,15 +139,12 @@ func observeBrowser(ctx context.Context, d Deps, obs *observation) (why, notRun 
 		if _, err := viaProxy.Navigate(target); err != nil {
 			return fmt.Sprintf("Chromium did not ask the proxy for the host's %s: %v", obs.canaryAddr, err), ""
 		}
-		if err := viaProxy.Eval(pageTextJS, &text); err != nil || !strings.Contains(text, "egress refused") {
+		if text, err = viaProxy.Text(); err != nil || !strings.Contains(text, "egress refused") {
 			return fmt.Sprintf("the proxy did not refuse Chromium's request for the host's %s (the page says %q, %v)", obs.canaryAddr, clipText(text), err), ""
 		}
 	}
 	return "", ""
 }
-
-// pageTextJS is the page's text once it loaded.
-const pageTextJS = `new Promise(r => { const f = () => r(document.body ? document.body.innerText : ""); document.readyState === "complete" ? f() : addEventListener("load", f) })`
 
 // clipText shortens a page's text for a reason.
 func clipText(s string) string {

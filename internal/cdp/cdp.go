@@ -166,6 +166,13 @@ func (p *Page) Eval(expression string, out any) error {
 	return nil
 }
 
+// Text returns the page's text (its body's innerText) once it loaded.
+func (p *Page) Text() (string, error) {
+	var text string
+	err := p.Eval(`new Promise(r => { const f = () => r(document.body ? document.body.innerText : ""); document.readyState === "complete" ? f() : addEventListener("load", f) })`, &text)
+	return text, err
+}
+
 // Close closes the page.
 func (p *Page) Close() error {
 	return p.c.Call("", "Target.closeTarget", map[string]any{"targetId": p.TargetID}, nil)

@@ -35,6 +35,38 @@ func dialBrowser(ctx context.Context, tb testing.TB, w *client.Worker, id string
 	return ws
 }
 
+// requireChromium returns the host's Chromium, or skips or fails (see
+// testenv.Missing).
+func requireChromium(tb testing.TB) string {
+	tb.Helper()
+	p := sandbox.FindBrowser()
+	if p == "" {
+		testenv.Missing(tb, "Chromium is not installed: apt-get install -y chromium")
+	}
+	return p
+}
+
+// newBrowserSandbox serves the API (its Config adjusted by mod) on a real
+// runtime of one slot with Chromium, creates a browser sandbox through it
+// (deleted at the end of the test) and returns a context for the test's
+// calls, the API and the sandbox.
+func newBrowserSandbox(t *testing.T, mod func(*Config)) (context.Context, *realAPI, *client.Sandbox) {
+	t.Helper()
+	api := newRealAPI(t, sandbox.Config{Capacity: 1, Browser: requireChromium(t)}, func(c *Config) {
+		c.Browser = true
+		mod(c)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	info, err := api.w.Create(ctx, client.CreateOptions{Browser: true})
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	sb := api.w.Sandbox(info.ID)
+	t.Cleanup(func() { _, _ = sb.Delete(context.Background()) })
+	return ctx, api, sb
+}
+
 // askVersion sends Browser.getVersion and returns its answer's product.
 func askVersion(t *testing.T, ws *websocket.Conn, id int) (string, error) {
 	t.Helper()
@@ -64,23 +96,9 @@ func askVersion(t *testing.T, ws *websocket.Conn, id int) (string, error) {
 // worker's bound ends the connection, not the browser, which the next
 // connection finds running.
 func TestRealBrowserBounds(t *testing.T) {
-	chromium := sandbox.FindBrowser()
-	if chromium == "" {
-		testenv.Missing(t, "Chromium is not installed: apt-get install -y chromium")
-	}
-	api := newRealAPI(t, sandbox.Config{Capacity: 1, Browser: chromium}, func(c *Config) {
-		c.Browser, c.BrowserMaxMessage = true, 4096
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	info, err := api.w.Create(ctx, client.CreateOptions{Browser: true})
-	if err != nil {
-		t.Fatalf("create: %v", err)
-	}
-	sb := api.w.Sandbox(info.ID)
-	defer func() { _, _ = sb.Delete(context.Background()) }()
+	ctx, api, sb := newBrowserSandbox(t, func(c *Config) { c.BrowserMaxMessage = 4096 })
 
-	ws := dialBrowser(ctx, t, api.w, info.ID)
+	ws := dialBrowser(ctx, t, api.w, sb.ID())
 	if p, err := askVersion(t, ws, 1); err != nil || !strings.Contains(p, "Chrome/") {
 		t.Fatalf("Browser.getVersion: %q %v", p, err)
 	}
@@ -102,6 +120,7 @@ func TestRealBrowserBounds(t *testing.T) {
 	}
 	ws.Close()
 	var v client.BrowserVersion
+	var err error
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
 		// The worker notices the closed connection at once, but the
 		// sandbox's init may take a moment to see its client go.
@@ -112,7 +131,7 @@ func TestRealBrowserBounds(t *testing.T) {
 	if err != nil || v.WebSocketDebuggerURL != sb.BrowserURL() {
 		t.Fatalf("json/version after the connection ended: %+v %v", v, err)
 	}
-	ws = dialBrowser(ctx, t, api.w, info.ID)
+	ws = dialBrowser(ctx, t, api.w, sb.ID())
 	defer ws.Close()
 	if p, err := askVersion(t, ws, 3); err != nil || p != v.Browser {
 		t.Fatalf("the browser after a message over the bound: %q %v (want %q)", p, err, v.Browser)
@@ -140,11 +159,7 @@ func (w wsTransport) Next() ([]byte, error) {
 // it reports the p50 and p90 of each. Run with -benchtime=20x
 // for 20 rounds.
 func BenchmarkRealBrowser(b *testing.B) {
-	chromium := sandbox.FindBrowser()
-	if chromium == "" {
-		testenv.Missing(b, "Chromium is not installed: apt-get install -y chromium")
-	}
-	api := newRealAPI(b, sandbox.Config{Capacity: 1, Pool: 1, Browser: chromium}, func(c *Config) { c.Browser = true })
+	api := newRealAPI(b, sandbox.Config{Capacity: 1, Pool: 1, Browser: requireChromium(b)}, func(c *Config) { c.Browser = true })
 	ctx := context.Background()
 	r := rounds{}
 	var idle, loaded []float64
@@ -183,8 +198,7 @@ func BenchmarkRealBrowser(b *testing.B) {
 		r["to-first-navigate"] = append(r["to-first-navigate"], time.Since(start))
 		r["navigate"] = append(r["navigate"], time.Since(firstPage))
 		b.StopTimer()
-		var text string
-		if err := page.Eval(`new Promise(r => { const f = () => r(document.body.innerText); document.readyState === "complete" ? f() : addEventListener("load", f) })`, &text); err != nil || text != "page" {
+		if text, err := page.Text(); err != nil || text != "page" {
 			b.Fatalf("the page: %q %v", text, err)
 		}
 		if u, err := sb.Usage(ctx); err == nil {
@@ -210,22 +224,8 @@ func BenchmarkRealBrowser(b *testing.B) {
 // the worker cuts the client off after its write timeout, and the next
 // client gets the browser.
 func TestRealBrowserSlowClient(t *testing.T) {
-	chromium := sandbox.FindBrowser()
-	if chromium == "" {
-		testenv.Missing(t, "Chromium is not installed: apt-get install -y chromium")
-	}
-	api := newRealAPI(t, sandbox.Config{Capacity: 1, Browser: chromium}, func(c *Config) {
-		c.Browser, c.WriteTimeout = true, time.Second
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	info, err := api.w.Create(ctx, client.CreateOptions{Browser: true})
-	if err != nil {
-		t.Fatalf("create: %v", err)
-	}
-	sb := api.w.Sandbox(info.ID)
-	defer func() { _, _ = sb.Delete(context.Background()) }()
-	stalled := dialBrowser(ctx, t, api.w, info.ID)
+	ctx, api, sb := newBrowserSandbox(t, func(c *Config) { c.WriteTimeout = time.Second })
+	stalled := dialBrowser(ctx, t, api.w, sb.ID())
 	defer stalled.Close()
 	page, err := cdp.New(wsTransport{stalled}).NewPage("")
 	if err != nil {
