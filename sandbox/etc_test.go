@@ -148,7 +148,7 @@ func TestRemoveUnusedEtc(t *testing.T) {
 
 	remove := func(t *testing.T) {
 		t.Helper()
-		if err := removeUnusedEtc(state, ""); err != nil {
+		if err := removeUnusedEtc(state, "", ""); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -241,8 +241,9 @@ func TestBuildEtcWhileRemoved(t *testing.T) {
 
 // TestRuntimeEtcCopies: a runtime removes at start the /etc copies that no
 // runtime uses, shares its own with the runtimes that use the same, and the
-// last of them to close removes it: two runtimes that come and go leave
-// their state directory empty, and no lock behind.
+// last of them to close leaves it for the next runtime, which binds it as it
+// is: two runtimes that come and go leave their state directory with that
+// one copy, and no lock behind; a third takes the same copy, not a new one.
 func TestRuntimeEtcCopies(t *testing.T) {
 	testenv.RequireSandbox(t)
 	state := stateDir(t)
@@ -303,10 +304,19 @@ func TestRuntimeEtcCopies(t *testing.T) {
 	if out := shOK(t, b, info.ID, "cat /etc/hosts"); !strings.Contains(out, "localhost") {
 		t.Fatalf("a sandbox of the second runtime reads /etc/hosts: %q", out)
 	}
-	closeRT(b)
-	if left := names(); len(left) > 0 {
-		t.Fatalf("state dir after both closed: %v, want it empty", left)
+	kept, err := os.Lstat(b.etcDir)
+	if err != nil {
+		t.Fatal(err)
 	}
+	closeRT(b)
+	if got, want := names(), []string{filepath.Base(b.etcDir)}; !slices.Equal(got, want) {
+		t.Fatalf("state dir after both closed: %v, want %v (the copy of this /etc, for the next runtime)", got, want)
+	}
+	c := open()
+	if again, err := os.Lstat(c.etcDir); err != nil || !os.SameFile(kept, again) {
+		t.Fatalf("third runtime's /etc %s (%v), want the kept %s itself", c.etcDir, err, b.etcDir)
+	}
+	closeRT(c)
 }
 
 // TestRemoveUnusedEtcSparesUndeclared: while a live runtime of an earlier
@@ -327,11 +337,11 @@ func TestRemoveUnusedEtcSparesUndeclared(t *testing.T) {
 	if err != nil || held == nil {
 		t.Fatalf("lock: %v", err)
 	}
-	if err := removeUnusedEtc(state, ""); err != nil || !exists(t, dir) {
+	if err := removeUnusedEtc(state, "", ""); err != nil || !exists(t, dir) {
 		t.Fatalf("%s removed (%v) while an undeclared runtime lives", dir, err)
 	}
 	held.Close()
-	if err := removeUnusedEtc(state, ""); err != nil || exists(t, dir) {
+	if err := removeUnusedEtc(state, "", ""); err != nil || exists(t, dir) {
 		t.Fatalf("%s left (%v) once the undeclared runtime ended", dir, err)
 	}
 }

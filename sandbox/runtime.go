@@ -395,7 +395,7 @@ func (r *Runtime) Close() error {
 		}
 	}
 	r.etcLock.Close()
-	if err := removeUnusedEtc(r.cfg.StateDir, r.name); err != nil {
+	if err := removeUnusedEtc(r.cfg.StateDir, r.name, r.etcDir); err != nil {
 		r.log.Warn("cannot remove the /etc copies no runtime uses; the next runtime tries again", "err", err)
 	}
 	if len(errs) == 0 {

@@ -111,13 +111,13 @@ func (r *Runtime) start(ctx context.Context, b *sandboxState) error {
 }
 
 // enter reads the sandbox's pid from bubblewrap's info, moves bubblewrap and
-// the sandbox into the cgroup (on v1: on v2 they were born in it), opens
-// the low ports when the sandbox has
-// egress, and tells the init to go on. The init (or the capped-exec shim of
-// a one-command sandbox) waits for that before it runs anything of the
-// sandbox's, so every process that runs sandboxed code is in the cgroup from
-// its first instruction; bubblewrap's setup and the init's own start
-// overlap the move (which, on cgroup v1, waits for an RCU grace period).
+// the sandbox into the cgroup when they were not born in it (see launch),
+// opens the low ports when the sandbox has egress, and tells the init to go
+// on. The init (or the capped-exec shim of a one-command sandbox) waits for
+// that before it runs anything of the sandbox's, so every process that runs
+// sandboxed code is in the cgroup from its first instruction; bubblewrap's
+// setup and the init's own start overlap a move (which, on cgroup v1, waits
+// for an RCU grace period).
 func (r *Runtime) enter(ctx context.Context, b *sandboxState, p *launchPipes) error {
 	if dl, ok := ctx.Deadline(); ok {
 		_ = p.info.SetReadDeadline(dl)
@@ -270,14 +270,26 @@ func (r *Runtime) launch(b *sandboxState, initFiles []*os.File) (*launchPipes, e
 		b.cmd.Stdin, b.cmd.Stdout, b.cmd.Stderr = d.stdin, d.stdout, d.stderr
 		b.cmd.WaitDelay = directWaitDelay
 	}
-	// On cgroup v2, bubblewrap is born in the sandbox's cgroup
-	// (CLONE_INTO_CGROUP), and so is everything it starts: no move.
-	if dir, err := b.group.OpenDir(); err == nil {
+	// Bubblewrap is born in the sandbox's cgroup, and so is everything it
+	// starts: on v2 through CLONE_INTO_CGROUP, on v1 from a thread that
+	// joined the cgroup first (see cgroup.Group.StartInside). Only when
+	// neither can be done is it moved in once started (see enter).
+	if dir, derr := b.group.OpenDir(); derr == nil {
 		defer dir.Close()
 		b.cmd.SysProcAttr.UseCgroupFD, b.cmd.SysProcAttr.CgroupFD = true, int(dir.Fd())
 		b.bornInGroup = true
+		err = b.cmd.Start()
+	} else {
+		err = b.group.StartInside(b.cmd.Start)
+		b.bornInGroup = err == nil
+		if errors.Is(err, cgroup.ErrUnavailable) {
+			err = b.cmd.Start()
+		}
 	}
-	err = b.cmd.Start()
+	if err != nil && b.cmd.Process != nil { // started, but its thread could not leave the cgroup
+		_ = b.cmd.Process.Kill()
+		_ = b.cmd.Wait()
+	}
 	if err != nil && b.bornInGroup && errors.Is(err, syscall.ENOSYS) {
 		// clone3 refused (a container's seccomp profile answers ENOSYS, an
 		// old kernel has none): start it the old way and move it in.

@@ -54,7 +54,7 @@ func (r *Runtime) prepareDir() error {
 	if err := os.Symlink(r.etcDir, filepath.Join(r.dir, etcLink)); err != nil {
 		return fmt.Errorf("state dir: %w", err)
 	}
-	if err := removeUnusedEtc(r.cfg.StateDir, r.name); err != nil {
+	if err := removeUnusedEtc(r.cfg.StateDir, r.name, r.etcDir); err != nil {
 		r.log.Warn("cannot remove the /etc copies no runtime uses; the next runtime tries again", "err", err)
 	}
 	r.links = usrLinks("/")

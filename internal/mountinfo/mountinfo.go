@@ -12,6 +12,10 @@ import (
 
 // Mount is one line of a mount table.
 type Mount struct {
+	// Root is the directory of the file system that is mounted at Point
+	// ("/" for the whole of it; a cgroup mount in a cgroup namespace or a
+	// bind mount shows the subtree it is), octal escapes decoded.
+	Root string
 	// Point is where it is mounted (octal escapes decoded).
 	Point string
 	// Options are the per-mount options ("ro", "nosuid"…).
@@ -64,7 +68,7 @@ func Parse(text string) []Mount {
 			continue
 		}
 		out = append(out, Mount{
-			Point: Unescape(f[4]), Options: strings.Split(f[5], ","),
+			Root: Unescape(f[3]), Point: Unescape(f[4]), Options: strings.Split(f[5], ","),
 			FSType: g[0], Source: Unescape(g[1]), SuperOptions: strings.Split(g[2], ","),
 		})
 	}

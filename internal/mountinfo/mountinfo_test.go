@@ -11,17 +11,17 @@ const sample = `22 1 0:21 / / rw,relatime - ext4 /dev/vda rw,discard
 42 22 0:39 / /run/a\040b rw,nosuid,nodev - tmpfs tmpfs rw,size=16384k,nr_inodes=1000,mode=711
 43 22 0:40 / /dev/pts rw,nosuid,noexec - devpts devpts rw,mode=620,ptmxmode=666
 44 22 0:41 / /dev/pts rw,nosuid,noexec - devpts devpts rw,mode=620,ptmxmode=666,max=8
-45 22 0:42 / /usr ro,nosuid - ext4 /dev/vda rw
+45 22 0:42 /usr /usr ro,nosuid - ext4 /dev/vda rw
 not a mount line
 `
 
 func TestParse(t *testing.T) {
 	want := []Mount{
-		{Point: "/", Options: []string{"rw", "relatime"}, FSType: "ext4", Source: "/dev/vda", SuperOptions: []string{"rw", "discard"}},
-		{Point: "/run/a b", Options: []string{"rw", "nosuid", "nodev"}, FSType: "tmpfs", Source: "tmpfs", SuperOptions: []string{"rw", "size=16384k", "nr_inodes=1000", "mode=711"}},
-		{Point: "/dev/pts", Options: []string{"rw", "nosuid", "noexec"}, FSType: "devpts", Source: "devpts", SuperOptions: []string{"rw", "mode=620", "ptmxmode=666"}},
-		{Point: "/dev/pts", Options: []string{"rw", "nosuid", "noexec"}, FSType: "devpts", Source: "devpts", SuperOptions: []string{"rw", "mode=620", "ptmxmode=666", "max=8"}},
-		{Point: "/usr", Options: []string{"ro", "nosuid"}, FSType: "ext4", Source: "/dev/vda", SuperOptions: []string{"rw"}},
+		{Root: "/", Point: "/", Options: []string{"rw", "relatime"}, FSType: "ext4", Source: "/dev/vda", SuperOptions: []string{"rw", "discard"}},
+		{Root: "/", Point: "/run/a b", Options: []string{"rw", "nosuid", "nodev"}, FSType: "tmpfs", Source: "tmpfs", SuperOptions: []string{"rw", "size=16384k", "nr_inodes=1000", "mode=711"}},
+		{Root: "/", Point: "/dev/pts", Options: []string{"rw", "nosuid", "noexec"}, FSType: "devpts", Source: "devpts", SuperOptions: []string{"rw", "mode=620", "ptmxmode=666"}},
+		{Root: "/", Point: "/dev/pts", Options: []string{"rw", "nosuid", "noexec"}, FSType: "devpts", Source: "devpts", SuperOptions: []string{"rw", "mode=620", "ptmxmode=666", "max=8"}},
+		{Root: "/usr", Point: "/usr", Options: []string{"ro", "nosuid"}, FSType: "ext4", Source: "/dev/vda", SuperOptions: []string{"rw"}},
 	}
 	got := Parse(sample)
 	if diff := cmp.Diff(want, got); diff != "" {

@@ -56,6 +56,7 @@ type Hierarchy struct {
 	// limits are not written (see Problems).
 	missing []string
 	dirs    map[string]string // controller -> mount dir
+	roots   map[string]string // v1: controller -> the cgroup shown at its mount dir (see layout)
 	// mkdir makes a group directory; tests replace it to emulate the kernel
 	// populating control files.
 	mkdir func(path string, perm os.FileMode) error
@@ -104,7 +105,7 @@ func DetectAt(opts Options) (*Hierarchy, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &Hierarchy{version: l.version, parent: cmp.Or(opts.Parent, DefaultParent), dirs: l.dirs, mkdir: os.Mkdir}
+	h := &Hierarchy{version: l.version, parent: cmp.Or(opts.Parent, DefaultParent), dirs: l.dirs, roots: l.roots, mkdir: os.Mkdir}
 	if l.version != 2 || opts.Parent != "" {
 		return h, nil
 	}

@@ -33,6 +33,9 @@ var required = []string{ctlMemory, ctlPids, ctlCPU}
 type layout struct {
 	version int
 	dirs    map[string]string
+	// roots are, on v1, the cgroup each hierarchy's mount shows at its
+	// mount point ("/" unless in a cgroup namespace or a bind mount).
+	roots map[string]string
 }
 
 // cgroupMounts returns the cgroup and cgroup2 mounts of a mountinfo text,
@@ -84,14 +87,14 @@ func detect(table, root string, read func(path string) ([]byte, error)) (layout,
 			}
 		}
 	}
-	dirs := map[string]string{}
+	dirs, roots := map[string]string{}, map[string]string{}
 	for _, m := range mounts {
 		if m.FSType != "cgroup" || !under(m.Point, root) {
 			continue
 		}
 		for _, c := range append(slices.Clone(required), ctlFreezer, ctlCPUAcct) {
 			if _, done := dirs[c]; !done && slices.Contains(m.SuperOptions, c) {
-				dirs[c] = m.Point
+				dirs[c], roots[c] = m.Point, m.Root
 			}
 		}
 	}
@@ -106,7 +109,7 @@ func detect(table, root string, read func(path string) ([]byte, error)) (layout,
 			return layout{}, fmt.Errorf("detect cgroups: v1 controller %q is not mounted under %s: %w", c, root, ErrUnavailable)
 		}
 	}
-	return layout{version: 1, dirs: dirs}, nil
+	return layout{version: 1, dirs: dirs, roots: roots}, nil
 }
 
 // firstMissing returns the first required controller not in have, or "".

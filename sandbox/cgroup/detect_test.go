@@ -43,7 +43,8 @@ func TestDetect(t *testing.T) {
 		{name: "HybridUsesV1", mountinfo: hybridV1,
 			files: map[string]string{"/sys/fs/cgroup/unified/cgroup.controllers": "\n"},
 			want: layout{version: 1, dirs: map[string]string{"memory": "/sys/fs/cgroup/memory", "pids": "/sys/fs/cgroup/pids",
-				"cpu": "/sys/fs/cgroup/cpu", "freezer": "/sys/fs/cgroup/freezer", "cpuacct": "/sys/fs/cgroup/cpuacct"}}},
+				"cpu": "/sys/fs/cgroup/cpu", "freezer": "/sys/fs/cgroup/freezer", "cpuacct": "/sys/fs/cgroup/cpuacct"},
+				roots: map[string]string{"memory": "/", "pids": "/", "cpu": "/", "freezer": "/", "cpuacct": "/"}}},
 		{name: "HybridUnifiedWithControllersUsesV2", mountinfo: hybridV1,
 			files: map[string]string{"/sys/fs/cgroup/unified/cgroup.controllers": "memory pids cpu\n"},
 			want: layout{version: 2, dirs: map[string]string{"memory": "/sys/fs/cgroup/unified", "pids": "/sys/fs/cgroup/unified",
@@ -52,7 +53,12 @@ func TestDetect(t *testing.T) {
 			want: layout{version: 2, dirs: map[string]string{"memory": "/sys/fs/cgroup", "pids": "/sys/fs/cgroup", "cpu": "/sys/fs/cgroup"}}},
 		{name: "CombinedCPUMountWithoutFreezer", mountinfo: systemdV1,
 			want: layout{version: 1, dirs: map[string]string{"memory": "/sys/fs/cgroup/memory", "pids": "/sys/fs/cgroup/pids",
-				"cpu": "/sys/fs/cgroup/cpu,cpuacct", "cpuacct": "/sys/fs/cgroup/cpu,cpuacct"}}},
+				"cpu": "/sys/fs/cgroup/cpu,cpuacct", "cpuacct": "/sys/fs/cgroup/cpu,cpuacct"},
+				roots: map[string]string{"memory": "/", "pids": "/", "cpu": "/", "cpuacct": "/"}}},
+		{name: "V1InACgroupNamespace", mountinfo: strings.ReplaceAll(systemdV1, " / /sys/fs/cgroup/", " /docker/c1 /sys/fs/cgroup/"),
+			want: layout{version: 1, dirs: map[string]string{"memory": "/sys/fs/cgroup/memory", "pids": "/sys/fs/cgroup/pids",
+				"cpu": "/sys/fs/cgroup/cpu,cpuacct", "cpuacct": "/sys/fs/cgroup/cpu,cpuacct"},
+				roots: map[string]string{"memory": "/docker/c1", "pids": "/docker/c1", "cpu": "/docker/c1", "cpuacct": "/docker/c1"}}},
 		{name: "EscapedPath", root: "/mnt/c g",
 			mountinfo: "26 22 0:23 / /mnt/c\\040g rw - cgroup2 cgroup2 rw\n",
 			files:     map[string]string{"/mnt/c g/cgroup.controllers": "memory pids cpu"},
@@ -90,7 +96,7 @@ func TestDetect(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got.version != tc.want.version || !maps.Equal(got.dirs, tc.want.dirs) {
+			if got.version != tc.want.version || !maps.Equal(got.dirs, tc.want.dirs) || !maps.Equal(got.roots, tc.want.roots) {
 				t.Fatalf("got %+v, want %+v", got, tc.want)
 			}
 		})
