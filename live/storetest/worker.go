@@ -59,6 +59,24 @@ func testAccept(t *testing.T, e *env) {
 			t.Fatalf("Worker = %+v, want the second report", rec.Registration)
 		}
 	})
+	t.Run("ReplacesServiceAndSubject", func(t *testing.T) {
+		if _, err := e.store.Accept(e.ctx, f.registration(`{"v":1}`)); err != nil {
+			t.Fatal(err)
+		}
+		r := f.registration(`{"v":3}`)
+		r.ServiceID, r.SubjectID = e.service("codes-sandbox-2", live.CapabilityRegister).ID, e.person("Bea").ID
+		e.clock.Advance(time.Second)
+		got, err := e.store.Accept(e.ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := e.worker(f.stream.ID).Registration
+		want := live.Registration{StreamID: f.stream.ID, Report: []byte(`{"v":3}`), ServiceID: r.ServiceID, SubjectID: r.SubjectID, ReceivedAt: got.ReceivedAt}
+		if rec == nil || rec.StreamID != want.StreamID || string(rec.Report) != string(want.Report) || rec.ServiceID != want.ServiceID ||
+			rec.SubjectID != want.SubjectID || !rec.ReceivedAt.Equal(want.ReceivedAt) {
+			t.Fatalf("Worker = %+v, want %+v", rec, want)
+		}
+	})
 	t.Run("ErrNotFound", func(t *testing.T) {
 		r := f.registration(`{}`)
 		r.StreamID = "x"
