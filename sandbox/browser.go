@@ -142,8 +142,6 @@ type BrowserConn struct {
 	end  func()
 	// Pid is the browser's pid in the sandbox.
 	Pid int
-
-	buf []byte // a message being read, across frames
 }
 
 // BrowserEndedError is what BrowserConn.Next returns once the browser
@@ -221,33 +219,50 @@ func (c *BrowserConn) Send(msg []byte) error {
 // browser ended it returns a *BrowserEndedError; other errors: the
 // connection broke, a message over the bound (ErrTooLarge).
 func (c *BrowserConn) Next() ([]byte, error) {
+	var msg []byte
+	for {
+		part, last, err := c.NextPart()
+		if err != nil {
+			return nil, err
+		}
+		if len(msg)+len(part) > control.MaxBrowserMessage {
+			return nil, fmt.Errorf("read from the browser: %w", ErrTooLarge)
+		}
+		msg = append(msg, part...)
+		if last {
+			return msg, nil
+		}
+	}
+}
+
+// NextPart returns the next part of the browser's next message, as the
+// init passed it on (at most control.MaxFrame bytes, valid until the next
+// call); last is true for the message's final part. A message is one or
+// more parts, in order, so that a caller that passes parts on as they come
+// holds none of it whole. Errors as Next's, but for the bound, which is
+// the caller's to keep.
+func (c *BrowserConn) NextPart() (part []byte, last bool, err error) {
 	for {
 		kind, p, err := c.fr.Next()
 		if err != nil {
-			return nil, fmt.Errorf("read from the browser: %w", err)
+			return nil, false, fmt.Errorf("read from the browser: %w", err)
 		}
 		switch kind {
 		case control.FrameData:
-			for len(p) > 0 {
-				i := bytes.IndexByte(p, control.BrowserDelimiter)
-				if i < 0 {
-					c.buf = append(c.buf, p...)
-					break
-				}
-				msg := append(c.buf, p[:i]...)
-				c.buf = nil
-				if i+1 < len(p) {
-					// The init sends one message per run of frames; a
-					// second one in the same frame is a broken peer.
-					return nil, errors.New("read from the browser: two messages in one frame")
-				}
-				return msg, nil
+			i := bytes.IndexByte(p, control.BrowserDelimiter)
+			switch {
+			case i < 0 && len(p) == 0:
+				continue
+			case i < 0:
+				return p, false, nil
+			case i+1 < len(p):
+				// The init sends one message per run of frames; a second one
+				// in the same frame is a broken peer.
+				return nil, false, errors.New("read from the browser: two messages in one frame")
 			}
-			if len(c.buf) > control.MaxBrowserMessage {
-				return nil, fmt.Errorf("read from the browser: %w", ErrTooLarge)
-			}
+			return p[:i], true, nil
 		case control.FrameDone:
-			return nil, c.doneError(p)
+			return nil, false, c.doneError(p)
 		}
 	}
 }

@@ -8,15 +8,13 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-
 	"time"
 
+	"github.com/gorilla/websocket"
 	"openvibe.network/agentsandbox"
-
-	"golang.org/x/net/websocket"
 	"openvibe.network/agentsandbox/internal/cdp"
-	"openvibe.network/agentsandbox/internal/wsmsg"
 	"openvibe.network/agentsandbox/sandbox"
+	"openvibe.network/agentsandbox/sandbox/control"
 )
 
 // The browser of a sandbox created with `browser`, driven over the Chrome
@@ -32,9 +30,10 @@ import (
 // with the URL and the Authorization header. One connection per sandbox
 // (a second is refused with 409 browser_busy); a message over
 // Config.BrowserMaxMessage ends the connection (the log says why). The
-// browser's messages reach a slow client as fast as it reads: the browser
-// waits for it, not the worker, and a client that stalls one write for
-// Config.WriteTimeout is cut off.
+// browser's messages reach a slow client as fast as it reads, in frames of
+// browserFrame bytes: the browser waits for it, not the worker, which holds
+// no whole message; a client that stalls one write for Config.WriteTimeout
+// is cut off.
 
 // BrowserRequest is the `browser` of a create: true, or an object.
 type BrowserRequest struct {
@@ -103,13 +102,19 @@ func browserError(id string, err error) error {
 	return fmt.Errorf("browser of %s: %w", id, err)
 }
 
+// browserFrame is the size of the WebSocket frames a browser's message is
+// sent to its client in: the worker holds at most one frame of a message
+// (and the control protocol's one frame) per connection, however large the
+// message; the rest waits in the sandbox, whose memory it is.
+const browserFrame = 64 << 10
+
 // browser handles GET …/browser: the CDP WebSocket.
 func (s *Server) browser(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
 	if err := s.browserSandbox(id); err != nil {
 		return err
 	}
-	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+	if !websocket.IsWebSocketUpgrade(r) {
 		return badRequest("the browser is a WebSocket: connect with Upgrade: websocket (a CDP client: Playwright's connectOverCDP, Puppeteer's connect, chromedp)")
 	}
 	ctx, cancel := context.WithCancel(r.Context())
@@ -119,26 +124,35 @@ func (s *Server) browser(w http.ResponseWriter, r *http.Request) error {
 		return browserError(id, err)
 	}
 	defer bc.Close()
-	websocket.Server{
-		Handshake: func(*websocket.Config, *http.Request) error { return nil }, // any origin: the token authenticates
-		Handler: func(ws *websocket.Conn) {
-			ws.MaxPayloadBytes = s.cfg.BrowserMaxMessage
-			in, out, why := s.serveBrowser(ctx, cancel, ws, bc)
-			addLog(r.Context(), slog.Int64("messages_in", in), slog.Int64("messages_out", out), slog.String("ended", why))
+	up := websocket.Upgrader{
+		ReadBufferSize: browserFrame, WriteBufferSize: browserFrame,
+		CheckOrigin: func(*http.Request) bool { return true }, // any origin: the token authenticates
+		Error: func(w http.ResponseWriter, _ *http.Request, status int, reason error) {
+			writeError(w, &Error{Status: status, Code: CodeInvalidRequest, Message: "the browser's WebSocket handshake: " + reason.Error()})
 		},
-	}.ServeHTTP(w, r)
+	}
+	ws, err := up.Upgrade(w, r, nil)
+	if err != nil {
+		return nil // Error answered
+	}
+	defer ws.Close()
+	ws.SetReadLimit(int64(s.cfg.BrowserMaxMessage))
+	in, out, why := s.serveBrowser(ctx, cancel, ws, bc)
+	addLog(r.Context(), slog.Int64("messages_in", in), slog.Int64("messages_out", out), slog.String("ended", why))
 	return nil
 }
 
 // serveBrowser carries messages between ws and the browser until either
-// side ends; it returns the messages each way and why it ended.
+// side ends; it returns the messages each way and why it ended. The
+// browser's messages are passed on part by part as they come (see
+// browserFrame); the client's, which Config.BrowserMaxMessage bounds, whole.
 func (s *Server) serveBrowser(ctx context.Context, cancel context.CancelFunc, ws *websocket.Conn, bc *sandbox.BrowserConn) (in, out int64, why string) {
 	clientEnd := make(chan string, 1)
 	go func() { // the client's messages, to the browser
 		defer cancel()
 		for {
-			m, err := wsmsg.Receive(ws)
-			if errors.Is(err, websocket.ErrFrameTooLarge) {
+			_, m, err := ws.ReadMessage()
+			if errors.Is(err, websocket.ErrReadLimit) {
 				clientEnd <- fmt.Sprintf("a message over %d bytes from the client", s.cfg.BrowserMaxMessage)
 				return
 			}
@@ -146,7 +160,7 @@ func (s *Server) serveBrowser(ctx context.Context, cancel context.CancelFunc, ws
 				clientEnd <- "the client closed"
 				return
 			}
-			if err := bc.Send(m.Data); err != nil {
+			if err := bc.Send(m); err != nil {
 				clientEnd <- err.Error()
 				return
 			}
@@ -155,25 +169,61 @@ func (s *Server) serveBrowser(ctx context.Context, cancel context.CancelFunc, ws
 	}()
 	go func() { <-ctx.Done(); bc.Close() }()
 	for {
-		msg, err := bc.Next()
-		if err != nil {
-			select {
-			case why = <-clientEnd:
-			default:
-				why = err.Error()
-				var ended *sandbox.BrowserEndedError
-				if errors.As(err, &ended) {
-					why = ended.Error()
-				}
+		err := s.forwardBrowserMessage(ws, bc)
+		if err == nil {
+			out++
+			continue
+		}
+		select {
+		case why = <-clientEnd:
+		default:
+			why = err.Error()
+			var ended *sandbox.BrowserEndedError
+			if errors.As(err, &ended) {
+				why = ended.Error()
 			}
-			return in, out, why
+		}
+		return in, out, why
+	}
+}
+
+// errClientStalled ends a browser connection whose client does not take a
+// write within Config.WriteTimeout.
+var errClientStalled = errors.New("the client stopped reading")
+
+// forwardBrowserMessage passes the browser's next message to ws, each part
+// as it comes, as one text message. Errors: the browser's (see
+// sandbox.BrowserConn.NextPart); a message over control.MaxBrowserMessage
+// (the init ends the browser first); errClientStalled.
+func (s *Server) forwardBrowserMessage(ws *websocket.Conn, bc *sandbox.BrowserConn) error {
+	part, last, err := bc.NextPart()
+	if err != nil {
+		return err
+	}
+	_ = ws.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
+	w, err := ws.NextWriter(websocket.TextMessage)
+	if err != nil {
+		return errClientStalled
+	}
+	for size := len(part); ; size += len(part) {
+		if size > control.MaxBrowserMessage {
+			return fmt.Errorf("a message over %d bytes from the browser", control.MaxBrowserMessage)
 		}
 		_ = ws.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
-		if err := wsmsg.Send(ws, wsmsg.Message{Text: true, Data: msg}); err != nil {
-			return in, out, "the client stopped reading"
+		if _, err := w.Write(part); err != nil {
+			return errClientStalled
 		}
-		out++
+		if last {
+			break
+		}
+		if part, last, err = bc.NextPart(); err != nil {
+			return err
+		}
 	}
+	if err := w.Close(); err != nil {
+		return errClientStalled
+	}
+	return nil
 }
 
 // browserVersion handles GET …/browser/json/version.

@@ -4,34 +4,31 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"golang.org/x/net/websocket"
+	"github.com/gorilla/websocket"
 	"openvibe.network/agentsandbox/client"
 	"openvibe.network/agentsandbox/internal/cdp"
 	"openvibe.network/agentsandbox/internal/testenv"
-	"openvibe.network/agentsandbox/internal/wsmsg"
 	"openvibe.network/agentsandbox/sandbox"
 	"openvibe.network/agentsandbox/sandbox/control"
 )
 
 // dialBrowser opens the browser WebSocket of sandbox id as a CDP client
-// would.
+// would (one that joins a fragmented message, as every CDP client does).
 func dialBrowser(ctx context.Context, tb testing.TB, w *client.Worker, id string) *websocket.Conn {
 	tb.Helper()
-	cfg, err := websocket.NewConfig(w.BrowserURL(id), "http://127.0.0.1")
+	ws, resp, err := websocket.DefaultDialer.DialContext(ctx, w.BrowserURL(id), w.BrowserHeader())
 	if err != nil {
-		tb.Fatal(err)
+		tb.Fatalf("dial the browser: %v (%v)", err, resp)
 	}
-	cfg.Header = w.BrowserHeader()
-	ws, err := cfg.DialContext(ctx)
-	if err != nil {
-		tb.Fatalf("dial the browser: %v", err)
-	}
+	ws.SetReadLimit(-1)
 	return ws
 }
 
@@ -71,11 +68,11 @@ func newBrowserSandbox(t *testing.T, mod func(*Config)) (context.Context, *realA
 func askVersion(t *testing.T, ws *websocket.Conn, id int) (string, error) {
 	t.Helper()
 	msg := `{"id":` + strconv.Itoa(id) + `,"method":"Browser.getVersion"}`
-	if err := wsmsg.Send(ws, wsmsg.Message{Text: true, Data: []byte(msg)}); err != nil {
+	if err := ws.WriteMessage(websocket.TextMessage, []byte(msg)); err != nil {
 		return "", err
 	}
 	for {
-		m, err := wsmsg.Receive(ws)
+		_, data, err := ws.ReadMessage()
 		if err != nil {
 			return "", err
 		}
@@ -85,7 +82,7 @@ func askVersion(t *testing.T, ws *websocket.Conn, id int) (string, error) {
 				Product string `json:"product"`
 			} `json:"result"`
 		}
-		if json.Unmarshal(m.Data, &ans) == nil && ans.ID == id {
+		if json.Unmarshal(data, &ans) == nil && ans.ID == id {
 			return ans.Result.Product, nil
 		}
 	}
@@ -106,16 +103,16 @@ func TestRealBrowserBounds(t *testing.T) {
 		t.Errorf("json/version while connected: %v, want ErrBrowserBusy", err)
 	}
 	big := `{"id":2,"method":"Runtime.evaluate","params":{"expression":"` + strings.Repeat("1", 5000) + `"}}`
-	_ = wsmsg.Send(ws, wsmsg.Message{Text: true, Data: []byte(big)})
+	_ = ws.WriteMessage(websocket.TextMessage, []byte(big))
 	_ = ws.SetReadDeadline(time.Now().Add(time.Minute))
 	for {
-		m, err := wsmsg.Receive(ws)
+		_, data, err := ws.ReadMessage()
 		if err != nil {
 			break // the worker ended the connection
 		}
 		var ans struct{ ID int }
-		if json.Unmarshal(m.Data, &ans) == nil && ans.ID == 2 {
-			t.Fatalf("a message over the bound reached the browser: it answered %.100s", m.Data)
+		if json.Unmarshal(data, &ans) == nil && ans.ID == 2 {
+			t.Fatalf("a message over the bound reached the browser: it answered %.100s", data)
 		}
 	}
 	ws.Close()
@@ -141,13 +138,11 @@ func TestRealBrowserBounds(t *testing.T) {
 // wsTransport carries CDP messages over the browser's WebSocket.
 type wsTransport struct{ ws *websocket.Conn }
 
-func (w wsTransport) Send(msg []byte) error {
-	return wsmsg.Send(w.ws, wsmsg.Message{Text: true, Data: msg})
-}
+func (w wsTransport) Send(msg []byte) error { return w.ws.WriteMessage(websocket.TextMessage, msg) }
 
 func (w wsTransport) Next() ([]byte, error) {
-	m, err := wsmsg.Receive(w.ws)
-	return m.Data, err
+	_, data, err := w.ws.ReadMessage()
+	return data, err
 }
 
 // BenchmarkRealBrowser measures, through the API against the real runtime
@@ -234,7 +229,7 @@ func TestRealBrowserSlowClient(t *testing.T) {
 	// 64 answers of 1 MiB each, far more than the sockets buffer; never read.
 	for i := range 64 {
 		msg := `{"id":` + strconv.Itoa(1000+i) + `,"sessionId":"` + page.SessionID + `","method":"Runtime.evaluate","params":{"expression":"'x'.repeat(1<<20)","returnByValue":true}}`
-		if err := wsmsg.Send(stalled, wsmsg.Message{Text: true, Data: []byte(msg)}); err != nil {
+		if err := stalled.WriteMessage(websocket.TextMessage, []byte(msg)); err != nil {
 			break // the worker may cut it off already
 		}
 	}
@@ -250,5 +245,52 @@ func TestRealBrowserSlowClient(t *testing.T) {
 	}
 	if err != nil || v.Browser == "" {
 		t.Fatalf("the next client, after the stalled one: %+v %v", v, err)
+	}
+}
+
+// TestRealBrowserStreamsLargeMessages: a browser's message of many
+// megabytes reaches its client whole, in many frames, and the worker holds
+// none of it whole (what the API's side of this process allocates meanwhile
+// stays a fraction of the message; the client reads it as a stream).
+func TestRealBrowserStreamsLargeMessages(t *testing.T) {
+	const size = 16 << 20
+	ctx, api, sb := newBrowserSandbox(t, func(*Config) {})
+	ws := dialBrowser(ctx, t, api.w, sb.ID())
+	defer ws.Close()
+	page, err := cdp.New(wsTransport{ws}).NewPage("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	msg := `{"id":77,"sessionId":"` + page.SessionID + `","method":"Runtime.evaluate","params":{"expression":"'x'.repeat(` +
+		strconv.Itoa(size) + `)","returnByValue":true}}`
+	if err := ws.WriteMessage(websocket.TextMessage, []byte(msg)); err != nil {
+		t.Fatal(err)
+	}
+	_ = ws.SetReadDeadline(time.Now().Add(time.Minute))
+	for {
+		_, r, err := ws.NextReader()
+		if err != nil {
+			t.Fatalf("reading the answer: %v", err)
+		}
+		head := make([]byte, 16)
+		n, _ := io.ReadFull(r, head)
+		rest, err := io.Copy(io.Discard, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(string(head[:n]), `{"id":77,`) {
+			continue
+		}
+		if total := int64(n) + rest; total < size {
+			t.Fatalf("the answer is %d bytes, want over %d", total, size)
+		}
+		break
+	}
+	runtime.ReadMemStats(&after)
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > size/4 {
+		t.Fatalf("forwarding a %d MiB message allocated %d MiB in this process, want a fraction of it", size>>20, alloc>>20)
 	}
 }
