@@ -9,8 +9,9 @@ import (
 	"net/http"
 	"strings"
 	"sync/atomic"
+	"time"
 
-	"golang.org/x/net/websocket"
+	"github.com/gorilla/websocket"
 	"openvibe.network/agentsandbox/internal/wsmsg"
 )
 
@@ -33,7 +34,7 @@ type TerminalOptions struct {
 // them.
 type Terminal struct {
 	p    *Process
-	ws   *websocket.Conn
+	ws   *wsmsg.Conn
 	stop func() bool // stops the close at ctx's end
 
 	// The read side (Read, Wait).
@@ -90,17 +91,16 @@ func (sb *Sandbox) Terminal(ctx context.Context, opts TerminalOptions) (*Termina
 func (p *Process) Attach(ctx context.Context) (*Terminal, error) {
 	w := p.sb.w
 	loc := "ws" + strings.TrimPrefix(w.base, "http") + p.path("attach")
-	cfg, err := websocket.NewConfig(loc, w.base)
-	if err != nil {
-		return nil, fmt.Errorf("attach %d: %w", p.pid, err)
-	}
-	cfg.Header = http.Header{"Authorization": {"Bearer " + w.token}}
+	d := websocket.Dialer{HandshakeTimeout: 30 * time.Second}
 	if tr, ok := w.http.Transport.(*http.Transport); ok && tr.TLSClientConfig != nil {
-		cfg.TlsConfig = tr.TLSClientConfig.Clone()
+		d.TLSClientConfig = tr.TLSClientConfig.Clone()
 	}
-	ws, err := cfg.DialContext(ctx)
+	conn, resp, err := d.DialContext(ctx, loc, http.Header{"Authorization": {"Bearer " + w.token}})
+	if resp != nil && resp.Body != nil {
+		resp.Body.Close()
+	}
 	if err != nil {
-		if de := (*websocket.DialError)(nil); errors.As(err, &de) && de.Err == websocket.ErrBadStatus {
+		if errors.Is(err, websocket.ErrBadHandshake) {
 			// The handshake keeps no answer: the process's state says why.
 			if _, ierr := p.Info(ctx); ierr != nil {
 				return nil, fmt.Errorf("attach: %w", ierr)
@@ -108,6 +108,7 @@ func (p *Process) Attach(ctx context.Context) (*Terminal, error) {
 		}
 		return nil, fmt.Errorf("attach %d: %w", p.pid, err)
 	}
+	ws := wsmsg.New(conn)
 	t := &Terminal{p: p, ws: ws}
 	t.stop = context.AfterFunc(ctx, func() { ws.Close() })
 	return t, nil
@@ -134,7 +135,7 @@ func (t *Terminal) Read(p []byte) (int, error) {
 
 // next receives one message into the read side.
 func (t *Terminal) next() {
-	m, err := wsmsg.Receive(t.ws)
+	m, err := t.ws.Receive()
 	if err != nil {
 		if errors.Is(err, io.EOF) {
 			err = errNoEnd
@@ -198,7 +199,7 @@ func (t *Terminal) Write(p []byte) (int, error) {
 	n := 0
 	for n < len(p) {
 		end := min(len(p), n+maxInput)
-		if err := wsmsg.Send(t.ws, wsmsg.Message{Data: p[n:end]}); err != nil {
+		if err := t.ws.Send(wsmsg.Message{Data: p[n:end]}, 0); err != nil {
 			return n, fmt.Errorf("terminal: write: %w", err)
 		}
 		n = end
@@ -222,7 +223,7 @@ func (t *Terminal) send(msg attachMessage) error {
 	if err != nil {
 		return err
 	}
-	if err := wsmsg.Send(t.ws, wsmsg.Message{Text: true, Data: b}); err != nil {
+	if err := t.ws.Send(wsmsg.Message{Text: true, Data: b}, 0); err != nil {
 		return fmt.Errorf("terminal: %s: %w", msg.Type, err)
 	}
 	return nil

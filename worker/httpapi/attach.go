@@ -8,9 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"time"
 
-	"golang.org/x/net/websocket"
 	"openvibe.network/agentsandbox/internal/wsmsg"
 	"openvibe.network/agentsandbox/sandbox"
 )
@@ -72,15 +70,25 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) error {
 	if firstErr != nil && !errors.Is(firstErr, io.EOF) {
 		return processError(id, pid, firstErr)
 	}
-	websocket.Server{
-		Handshake: func(*websocket.Config, *http.Request) error { return nil }, // any origin: the token authenticates
-		Handler: func(ws *websocket.Conn) {
-			ws.MaxPayloadBytes = maxAttachMessage
-			sent, dropped := s.serveAttach(ctx, ws, att, id, pid, attachFirst{first, rec, firstErr})
-			addLog(r.Context(), slog.Int("pid", pid), slog.Int64("sent_bytes", sent), slog.Int64("dropped_bytes", dropped))
-		},
-	}.ServeHTTP(w, r)
+	conn, err := wsmsg.Upgrader(attachFrame, refuseHandshake).Upgrade(w, r, nil)
+	if err != nil {
+		return nil // refuseHandshake answered
+	}
+	ws := wsmsg.New(conn)
+	defer ws.Close()
+	ws.SetReadLimit(maxAttachMessage)
+	sent, dropped := s.serveAttach(ctx, ws, att, id, pid, attachFirst{first, rec, firstErr})
+	addLog(r.Context(), slog.Int("pid", pid), slog.Int64("sent_bytes", sent), slog.Int64("dropped_bytes", dropped))
 	return nil
+}
+
+// attachFrame is the size of the attach WebSocket's buffers.
+const attachFrame = 32 << 10
+
+// refuseHandshake answers a failed WebSocket handshake as every error of
+// the API is answered.
+func refuseHandshake(w http.ResponseWriter, status int, why string) {
+	writeError(w, &Error{Status: status, Code: CodeInvalidRequest, Message: why})
 }
 
 // attachFirst is what Next returned before the upgrade.
@@ -93,7 +101,7 @@ type attachFirst struct {
 // serveAttach runs one attached WebSocket until the process exits or
 // either side goes away, and returns the output bytes queued for the client
 // and dropped.
-func (s *Server) serveAttach(ctx context.Context, ws *websocket.Conn, att *sandbox.Attachment, id string, pid int, first attachFirst) (sent, dropped int64) {
+func (s *Server) serveAttach(ctx context.Context, ws *wsmsg.Conn, att *sandbox.Attachment, id string, pid int, first attachFirst) (sent, dropped int64) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	q := newOutQueue(s.cfg.StreamBuffer)
@@ -116,7 +124,7 @@ func (s *Server) serveAttach(ctx context.Context, ws *websocket.Conn, att *sandb
 	go func() { // the client's input
 		defer cancel()
 		for {
-			m, err := wsmsg.Receive(ws)
+			m, err := ws.Receive()
 			if err != nil {
 				return
 			}
@@ -141,10 +149,7 @@ func (s *Server) serveAttach(ctx context.Context, ws *websocket.Conn, att *sandb
 		}
 	}()
 
-	send := func(m wsmsg.Message) bool {
-		_ = ws.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
-		return wsmsg.Send(ws, m) == nil
-	}
+	send := func(m wsmsg.Message) bool { return ws.Send(m, s.cfg.WriteTimeout) == nil }
 	sendJSON := func(msg AttachMessage) bool {
 		b, _ := json.Marshal(msg)
 		return send(wsmsg.Message{Text: true, Data: b})

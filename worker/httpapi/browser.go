@@ -13,6 +13,7 @@ import (
 	"github.com/gorilla/websocket"
 	"openvibe.network/agentsandbox"
 	"openvibe.network/agentsandbox/internal/cdp"
+	"openvibe.network/agentsandbox/internal/wsmsg"
 	"openvibe.network/agentsandbox/sandbox"
 	"openvibe.network/agentsandbox/sandbox/control"
 )
@@ -124,16 +125,9 @@ func (s *Server) browser(w http.ResponseWriter, r *http.Request) error {
 		return browserError(id, err)
 	}
 	defer bc.Close()
-	up := websocket.Upgrader{
-		ReadBufferSize: browserFrame, WriteBufferSize: browserFrame,
-		CheckOrigin: func(*http.Request) bool { return true }, // any origin: the token authenticates
-		Error: func(w http.ResponseWriter, _ *http.Request, status int, reason error) {
-			writeError(w, &Error{Status: status, Code: CodeInvalidRequest, Message: "the browser's WebSocket handshake: " + reason.Error()})
-		},
-	}
-	ws, err := up.Upgrade(w, r, nil)
+	ws, err := wsmsg.Upgrader(browserFrame, refuseHandshake).Upgrade(w, r, nil)
 	if err != nil {
-		return nil // Error answered
+		return nil // refuseHandshake answered
 	}
 	defer ws.Close()
 	ws.SetReadLimit(int64(s.cfg.BrowserMaxMessage))
