@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -64,6 +65,7 @@ func Run(hooks Hooks) int {
 	if err := capSelf(spec.MaxOpenFiles); err != nil {
 		return initFail("cap limits", err)
 	}
+	reserveThreads(spareThreads)
 	if err := awaitGo(); err != nil {
 		return initFail("wait for the runtime", err)
 	}
@@ -242,4 +244,30 @@ func drain(fr *control.Reader, w io.Writer) error {
 			}
 		}
 	}
+}
+
+// spareThreads is how many OS threads the init has the Go runtime start
+// before any sandboxed code runs, beyond those it runs on, for it to take
+// later instead of starting one.
+const spareThreads = 3
+
+// reserveThreads makes the Go runtime start, or find idle, n threads at
+// once and keep them idle. Threads count against the sandbox's pids limit,
+// which its code can hold whole (a fork loop); a thread the runtime cannot
+// start then is a fatal error that would end the init, and with it the
+// sandbox, so the runtime should not need to start one after the start.
+func reserveThreads(n int) {
+	var locked, release sync.WaitGroup
+	locked.Add(n)
+	release.Add(1)
+	for range n {
+		go func() {
+			runtime.LockOSThread() // a thread of its own while it waits
+			locked.Done()
+			release.Wait()
+			runtime.UnlockOSThread() // back among the idle threads
+		}()
+	}
+	locked.Wait()
+	release.Done()
 }

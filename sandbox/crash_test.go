@@ -3,9 +3,11 @@ package sandbox
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +17,7 @@ import (
 	"time"
 
 	"openvibe.network/agentsandbox"
+	"openvibe.network/agentsandbox/internal/syncbuf"
 	"openvibe.network/agentsandbox/internal/testenv"
 	"openvibe.network/agentsandbox/sandbox/cgroup"
 )
@@ -139,4 +142,31 @@ func stateDir(tb testing.TB) string {
 		tb.Fatal(err)
 	}
 	return dir
+}
+
+// TestInitDeathLogged: a sandbox whose init dies is ended and wiped, and
+// the runtime's log says so with the sandbox, the reason and what
+// bubblewrap last wrote.
+func TestInitDeathLogged(t *testing.T) {
+	var logs syncbuf.Buffer
+	rt := newRuntime(t, Config{Capacity: 1, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	info := newBox(t, rt, Options{})
+	if err := syscall.Kill(mustBox(t, rt, info.ID).initPid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(testTimeout); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		for _, line := range strings.Split(logs.String(), "\n") {
+			var rec struct{ Msg, Sandbox, Reason, Exit string }
+			if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "sandbox ended on its own" {
+				if rec.Sandbox != info.ID || rec.Reason != "exited" || rec.Exit == "" {
+					t.Fatalf("log line %s", line)
+				}
+				if _, err := rt.get(info.ID); !errors.Is(err, ErrNotFound) {
+					t.Fatalf("the sandbox is still there after its init died: %v", err)
+				}
+				return
+			}
+		}
+	}
+	t.Fatalf("no log line says the sandbox ended on its own:\n%s", logs.String())
 }

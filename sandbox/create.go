@@ -237,11 +237,34 @@ func (r *Runtime) watch(b *sandboxState) {
 	if ev, err := b.group.Events(); err == nil && ev.OOMKills > 0 {
 		why = "memory"
 	}
-	if r.removePooled(b) {
-		r.wipe(b, why) // it died while it waited in the pool
-		return
+	pooled := r.removePooled(b) // it died while it waited in the pool
+	if !pooled {
+		r.mu.Lock()
+		cur, live := r.boxes[b.id]
+		if live = live && cur == b; live {
+			delete(r.boxes, b.id)
+		}
+		r.mu.Unlock()
+		if !live {
+			return // deleted: its wipe is under way
+		}
 	}
-	r.endSandbox(b.id, why)
+	// What bubblewrap and the init last wrote says why (a Go runtime's
+	// fatal error, a limit); it is the sandbox's, so it is clipped and
+	// quoted, never trusted.
+	r.log.Warn("sandbox ended on its own", "sandbox", b.id, "slot", b.slot.index, "reason", why, "pooled", pooled,
+		"exit", b.cmd.ProcessState.String(), "stderr", clipStderr(b.stderr.String()))
+	r.wipe(b, why)
+}
+
+// clipStderr is the end of a sandbox's bubblewrap stderr, for a log line.
+func clipStderr(s string) string {
+	const most = 512
+	s = strings.ToValidUTF8(strings.TrimSpace(s), "?")
+	if len(s) > most {
+		s = "…" + strings.ToValidUTF8(s[len(s)-most:], "")
+	}
+	return s
 }
 
 // endSandbox removes a sandbox from the runtime and wipes it, for why.
