@@ -10,13 +10,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
+	"openvibe.network/agentsandbox/internal/osthread"
 	"openvibe.network/agentsandbox/internal/unixsock"
 	"openvibe.network/agentsandbox/sandbox/cgroup"
 	"openvibe.network/agentsandbox/sandbox/control"
@@ -373,26 +373,17 @@ func startError(ctx context.Context, b *sandboxState, err error) error {
 // openLowPorts lets the sandbox's unprivileged user bind ports below 1024
 // in the sandbox's own network namespace (for the transparent egress
 // listeners on 53, 80 and 443), so the init needs no capability at all. It
-// writes the sysctl from a locked thread that joins the namespace of pid
-// and then returns to its own. The thread must not end: it may be the one
-// that started a bubblewrap, whose parent-death signal its end would fire.
+// writes the sysctl from a thread of its own (osthread.Run) that joins the
+// namespace of pid and then returns to its own.
 func openLowPorts(pid int) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
+	err := osthread.Run(func() (bool, error) {
 		restored, err := setSysctlIn(pid, "/proc/sys/net/ipv4/ip_unprivileged_port_start", "0")
-		if restored {
-			runtime.UnlockOSThread()
-		} else {
-			// Back in no known namespace: keep the goroutine, and so the
-			// thread, parked for good rather than let either be reused or
-			// end.
-			errc <- errors.Join(err, errors.New("could not return to the runtime's network namespace"))
-			select {}
+		if !restored {
+			err = errors.Join(err, errors.New("could not return to the runtime's network namespace"))
 		}
-		errc <- err
-	}()
-	if err := <-errc; err != nil {
+		return restored, err
+	})
+	if err != nil {
 		return fmt.Errorf("start sandbox: open low ports: %w", err)
 	}
 	return nil

@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
-	"syscall"
+
+	"openvibe.network/agentsandbox/internal/osthread"
 )
 
 // StartInside runs start on an OS thread of its own that is in the group,
@@ -21,11 +21,11 @@ import (
 // 5 to 15 ms a hierarchy on a quiet machine; a thread that moves itself
 // ("0" into a tasks file) takes no such lock and costs tens of
 // microseconds. The thread moves back where it was before start returns and
-// goes back to the program's threads; if it cannot, it ends (it is never the
-// main thread, which Go does not end), so that no thread of this program is
-// ever left in the group, where a Kill would find it; the error says so, and
-// the caller stops what start started, which a parent-death signal tied to
-// that thread would end anyway.
+// goes back to the program's threads; if it cannot, it is parked for good
+// (see osthread.Run), so that it never runs anything else from inside the
+// group; the error says so, and the caller stops what start started (the
+// group then cannot be removed while the parked thread is in it: its wipe
+// says so, and a Kill refuses to signal the calling process).
 //
 // Errors: ErrUnavailable (wrapped), and start has not run, on v2 or when
 // the thread's own cgroups cannot be found in the mounted hierarchies (the
@@ -36,7 +36,7 @@ func (g *Group) StartInside(start func() error) error {
 	if g.h.version != 1 {
 		return fmt.Errorf("start inside cgroup %s: only on v1: %w", g.name, ErrUnavailable)
 	}
-	return onOwnThread(func() (clean bool, err error) {
+	return osthread.Run(func() (clean bool, err error) {
 		back, err := g.threadHome()
 		if err != nil {
 			return true, err
@@ -50,30 +50,6 @@ func (g *Group) StartInside(start func() error) error {
 		}
 		return true, serr
 	})
-}
-
-// onOwnThread runs f on an OS thread locked to it for the time, never the
-// main thread. When f reports the thread clean, it goes back to the
-// program's threads; else it ends with f's goroutine (Go ends a thread whose
-// goroutine ends locked to it, but never the main one, which is why f does
-// not run there: while this goroutine holds the main thread, f runs on
-// another).
-func onOwnThread(f func() (clean bool, err error)) error {
-	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		if syscall.Gettid() == os.Getpid() {
-			done <- onOwnThread(f)
-			runtime.UnlockOSThread()
-			return
-		}
-		clean, err := f()
-		if clean {
-			runtime.UnlockOSThread()
-		}
-		done <- err
-	}()
-	return <-done
 }
 
 // moveThread moves the calling thread into each cgroup directory of dirs,

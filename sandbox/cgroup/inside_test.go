@@ -2,14 +2,11 @@ package cgroup
 
 import (
 	"errors"
-	"io/fs"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -108,36 +105,5 @@ func TestHomeDirs(t *testing.T) {
 				t.Fatalf("homeDirs (-want +got):\n%s", diff)
 			}
 		})
-	}
-}
-
-// TestOnOwnThread: f runs on a thread that is not the main one; a thread f
-// reports clean lives on among the program's threads, one it does not
-// ends.
-func TestOnOwnThread(t *testing.T) {
-	for _, clean := range []bool{true, false} {
-		var tid int
-		if err := onOwnThread(func() (bool, error) { tid = syscall.Gettid(); return clean, nil }); err != nil {
-			t.Fatal(err)
-		}
-		if tid == os.Getpid() {
-			t.Fatal("f ran on the main thread")
-		}
-		task := "/proc/self/task/" + strconv.Itoa(tid)
-		deadline := time.Now().Add(generous)
-		for {
-			_, err := os.Stat(task)
-			ended := errors.Is(err, fs.ErrNotExist)
-			if ended == !clean {
-				break
-			}
-			if !clean && time.Now().After(deadline) {
-				t.Fatalf("thread %d, not clean, still lives", tid)
-			}
-			if clean {
-				t.Fatalf("thread %d, clean, ended (%v)", tid, err)
-			}
-			time.Sleep(time.Millisecond)
-		}
 	}
 }
