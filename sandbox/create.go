@@ -239,13 +239,7 @@ func (r *Runtime) watch(b *sandboxState) {
 	}
 	pooled := r.removePooled(b) // it died while it waited in the pool
 	if !pooled {
-		r.mu.Lock()
-		cur, live := r.boxes[b.id]
-		if live = live && cur == b; live {
-			delete(r.boxes, b.id)
-		}
-		r.mu.Unlock()
-		if !live {
+		if _, live := r.takeBox(b.id); !live {
 			return // deleted: its wipe is under way
 		}
 	}
@@ -269,13 +263,19 @@ func clipStderr(s string) string {
 
 // endSandbox removes a sandbox from the runtime and wipes it, for why.
 func (r *Runtime) endSandbox(id, why string) {
-	r.mu.Lock()
-	b, ok := r.boxes[id]
-	delete(r.boxes, id)
-	r.mu.Unlock()
-	if ok {
+	if b, ok := r.takeBox(id); ok {
 		r.wipe(b, why)
 	}
+}
+
+// takeBox removes sandbox id from the runtime's sandboxes and returns it;
+// false when it is not there (another caller took it first).
+func (r *Runtime) takeBox(id string) (*sandboxState, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b, ok := r.boxes[id]
+	delete(r.boxes, id)
+	return b, ok
 }
 
 // Delete ends a sandbox: it kills every process, removes its files and
@@ -284,10 +284,7 @@ func (r *Runtime) endSandbox(id, why string) {
 // is not an error: the report says what is left (and the slot stays out of
 // use).
 func (r *Runtime) Delete(_ context.Context, id string) (WipeReport, error) {
-	r.mu.Lock()
-	b, ok := r.boxes[id]
-	delete(r.boxes, id)
-	r.mu.Unlock()
+	b, ok := r.takeBox(id)
 	if !ok {
 		return WipeReport{}, ErrNotFound
 	}
