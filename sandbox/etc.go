@@ -80,8 +80,10 @@ const (
 )
 
 // buildEtc returns the prepared /etc of every sandbox under stateDir: the
-// generated files plus a copy of the etcHostFiles entries of hostEtc, in a
-// directory named by a fingerprint of its sources. One directory bound at
+// generated files plus a copy of the etcHostFiles entries of hostEtc, with
+// an empty directory for each of binds (etcBinds of hostEtc: the runtime's
+// argv binds the same ones over them), in a directory named by a
+// fingerprint of its sources. One directory bound at
 // /etc costs one mount instead of one per file; the fingerprint (names,
 // sizes, modification times) makes a changed host /etc give a new copy, and
 // runtimes share an existing one.
@@ -89,14 +91,13 @@ const (
 // It also returns a shared lock on the directory, which the runtime holds
 // for as long as its sandboxes may bind it: removeUnusedEtc removes only
 // copies that no one holds.
-func buildEtc(stateDir, hostEtc string) (dir string, lock *os.File, err error) {
+func buildEtc(stateDir, hostEtc string, binds []string) (dir string, lock *os.File, err error) {
 	gen := etcFiles(hostname)
 	h := sha256.New()
 	for _, name := range slices.Sorted(maps.Keys(gen)) {
 		fmt.Fprintf(h, "gen %s %q\n", name, gen[name])
 	}
-	binds := etcBinds(hostEtc)
-	for _, name := range append(slices.Clone(etcHostFiles), etcHostDirs...) {
+	for _, name := range slices.Concat(etcHostFiles, etcHostDirs) {
 		if slices.Contains(binds, name) {
 			fmt.Fprintf(h, "bind %s\n", name)
 		} else if fi, err := os.Lstat(filepath.Join(hostEtc, name)); err == nil {
@@ -114,7 +115,7 @@ func buildEtc(stateDir, hostEtc string) (dir string, lock *os.File, err error) {
 		if !errors.Is(err, fs.ErrNotExist) {
 			return "", nil, fmt.Errorf("build /etc: lock %s: %w", dir, err)
 		}
-		switch lock, err = newEtc(stateDir, hostEtc, gen, dir); {
+		switch lock, err = newEtc(stateDir, hostEtc, binds, gen, dir); {
 		case err != nil:
 			return "", nil, err
 		case lock != nil:
@@ -127,14 +128,14 @@ func buildEtc(stateDir, hostEtc string) (dir string, lock *os.File, err error) {
 // newEtc builds a copy in a temporary directory, locked (shared) before it
 // is filled so that no one removes it, and renames it to dir. It returns
 // nil and no error when another runtime made dir first (take theirs).
-func newEtc(stateDir, hostEtc string, gen map[string]string, dir string) (*os.File, error) {
+func newEtc(stateDir, hostEtc string, binds []string, gen map[string]string, dir string) (*os.File, error) {
 	tmp, err := os.MkdirTemp(stateDir, etcTmpPrefix)
 	if err != nil {
 		return nil, fmt.Errorf("build /etc: %w", err)
 	}
 	lock, err := lockShared(tmp)
 	if err == nil {
-		err = fillEtc(tmp, hostEtc, gen)
+		err = fillEtc(tmp, hostEtc, binds, gen)
 	}
 	if err == nil {
 		if err = os.Rename(tmp, dir); err == nil {
@@ -284,7 +285,7 @@ func namesFile(path string, f *os.File) bool {
 	return err == nil && os.SameFile(a, b)
 }
 
-func fillEtc(dir, hostEtc string, gen map[string]string) error {
+func fillEtc(dir, hostEtc string, binds []string, gen map[string]string) error {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		return fmt.Errorf("build /etc: %w", err)
 	}
@@ -296,8 +297,7 @@ func fillEtc(dir, hostEtc string, gen map[string]string) error {
 	if err := os.Symlink("/proc/self/mounts", filepath.Join(dir, "mtab")); err != nil {
 		return fmt.Errorf("build /etc: %w", err)
 	}
-	binds := etcBinds(hostEtc)
-	for _, name := range append(slices.Clone(etcHostFiles), etcHostDirs...) {
+	for _, name := range slices.Concat(etcHostFiles, etcHostDirs) {
 		dst := filepath.Join(dir, name)
 		if slices.Contains(binds, name) { // a mount point for the bind
 			if err := os.MkdirAll(dst, 0o755); err != nil {

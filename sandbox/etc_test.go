@@ -41,7 +41,7 @@ func TestBuildEtc(t *testing.T) {
 	if err := os.Symlink("/usr/bin/mawk", filepath.Join(host, "alternatives", "awk")); err != nil {
 		t.Fatal(err)
 	}
-	dir, lock, err := buildEtc(state, host)
+	dir, lock, err := buildEtc(state, host, etcBinds(host))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestBuildEtc(t *testing.T) {
 	if got, want := etcBinds(host), []string{"alternatives", "ssl/certs"}; !slices.Equal(got, want) {
 		t.Fatalf("etcBinds = %q, want %q", got, want)
 	}
-	again, lock2, err := buildEtc(state, host)
+	again, lock2, err := buildEtc(state, host, etcBinds(host))
 	if err != nil || again != dir {
 		t.Fatalf("second build: %q %v, want the shared %q", again, err, dir)
 	}
@@ -79,7 +79,7 @@ func TestBuildEtc(t *testing.T) {
 	if err := os.Chtimes(filepath.Join(host, "mime.types"), later, later); err != nil {
 		t.Fatal(err)
 	}
-	changed, lock3, err := buildEtc(state, host)
+	changed, lock3, err := buildEtc(state, host, etcBinds(host))
 	if err != nil || changed == dir {
 		t.Fatalf("after a host change: %q %v, want a new copy", changed, err)
 	}
@@ -118,16 +118,16 @@ func exists(tb testing.TB, path string) bool {
 // shared it), the copy in use stays, and so does what is not a copy.
 func TestRemoveUnusedEtc(t *testing.T) {
 	host, state := writeHostEtc(t), t.TempDir()
-	old, oldA, err := buildEtc(state, host)
+	old, oldA, err := buildEtc(state, host, etcBinds(host))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, oldB, err := buildEtc(state, host)
+	_, oldB, err := buildEtc(state, host, etcBinds(host))
 	if err != nil {
 		t.Fatal(err)
 	}
 	touchHost(t, host, time.Hour)
-	cur, curLock, err := buildEtc(state, host)
+	cur, curLock, err := buildEtc(state, host, etcBinds(host))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +193,7 @@ func TestRemoveUnusedEtc(t *testing.T) {
 // it builds a new one instead of binding what is being removed.
 func TestBuildEtcWhileRemoved(t *testing.T) {
 	host, state := writeHostEtc(t), t.TempDir()
-	dir, lock, err := buildEtc(state, host)
+	dir, lock, err := buildEtc(state, host, etcBinds(host))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +213,7 @@ func TestBuildEtcWhileRemoved(t *testing.T) {
 	}
 	done := make(chan built, 1)
 	go func() {
-		d, l, err := buildEtc(state, host)
+		d, l, err := buildEtc(state, host, etcBinds(host))
 		done <- built{d, l, err}
 	}()
 	select {
@@ -324,7 +324,7 @@ func TestRuntimeEtcCopies(t *testing.T) {
 // copy is removed: it binds its copy without holding it.
 func TestRemoveUnusedEtcSparesUndeclared(t *testing.T) {
 	host, state := writeHostEtc(t), t.TempDir()
-	dir, lock, err := buildEtc(state, host)
+	dir, lock, err := buildEtc(state, host, etcBinds(host))
 	if err != nil {
 		t.Fatal(err)
 	}

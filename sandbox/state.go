@@ -48,7 +48,7 @@ func (r *Runtime) prepareDir() error {
 		return err
 	}
 	r.etcBinds = etcBinds("/etc")
-	if r.etcDir, r.etcLock, err = buildEtc(r.cfg.StateDir, "/etc"); err != nil {
+	if r.etcDir, r.etcLock, err = buildEtc(r.cfg.StateDir, "/etc", r.etcBinds); err != nil {
 		return err
 	}
 	if err := os.Symlink(r.etcDir, filepath.Join(r.dir, etcLink)); err != nil {
