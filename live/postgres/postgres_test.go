@@ -251,22 +251,7 @@ func TestRegistrationsStayCompact(t *testing.T) {
 	ctx := t.Context()
 	name := schema(t, dsn)
 	s := open(t, dsn, name)
-	p, err := s.CreatePerson(ctx, live.Person{Name: "Ada"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sv, err := s.CreateService(ctx, live.Service{Name: "w"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var streams []string
-	for range 10 {
-		st, err := s.CreateStream(ctx, live.Stream{OwnerID: p.ID})
-		if err != nil {
-			t.Fatal(err)
-		}
-		streams = append(streams, st.ID)
-	}
+	p, sv, streams := storetest.Streams(t, s, 10)
 	report := []byte(`{"pad":"` + strings.Repeat("x", 1300) + `"}`)
 	var wg sync.WaitGroup
 	for _, id := range streams {

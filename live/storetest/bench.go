@@ -12,22 +12,7 @@ import (
 // streams in turn. Every store's benchmark runs it, so their figures compare.
 func BenchmarkAccept(b *testing.B, s live.Store) {
 	ctx := b.Context()
-	p, err := s.CreatePerson(ctx, live.Person{Name: "Ada"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	sv, err := s.CreateService(ctx, live.Service{Name: "w"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	var streams []string
-	for range 100 {
-		st, err := s.CreateStream(ctx, live.Stream{OwnerID: p.ID})
-		if err != nil {
-			b.Fatal(err)
-		}
-		streams = append(streams, st.ID)
-	}
+	p, sv, streams := Streams(b, s, 100)
 	b.SetParallelism(32)
 	b.ResetTimer()
 	var n atomic.Int64
@@ -77,4 +62,29 @@ func BenchmarkLookupCheckIn(b *testing.B, s live.Store) {
 			}
 		}
 	})
+}
+
+// Streams creates, on s, a person (the owner), a service and n streams of
+// that person, for check-ins from that service about that person; it
+// returns them, the streams by id.
+func Streams(tb testing.TB, s live.Store, n int) (live.Person, live.Service, []string) {
+	tb.Helper()
+	ctx := tb.Context()
+	p, err := s.CreatePerson(ctx, live.Person{Name: "Ada"})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	sv, err := s.CreateService(ctx, live.Service{Name: "w"})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	streams := make([]string, 0, n)
+	for range n {
+		st, err := s.CreateStream(ctx, live.Stream{OwnerID: p.ID})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		streams = append(streams, st.ID)
+	}
+	return p, sv, streams
 }
