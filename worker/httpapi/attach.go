@@ -54,7 +54,7 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+	if !wantsWebSocket(r) {
 		return badRequest("attach is a WebSocket: connect with Upgrade: websocket (see the attach protocol in docs/openapi.yaml)")
 	}
 	ctx, cancel := context.WithCancel(r.Context())
@@ -84,6 +84,12 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) error {
 
 // attachFrame is the size of the attach WebSocket's buffers.
 const attachFrame = 32 << 10
+
+// wantsWebSocket reports whether r asks for a WebSocket (its Upgrade
+// header); the upgrade itself checks the rest of the handshake.
+func wantsWebSocket(r *http.Request) bool {
+	return strings.EqualFold(r.Header.Get("Upgrade"), "websocket")
+}
 
 // refuseHandshake answers a failed WebSocket handshake as every error of
 // the API is answered.

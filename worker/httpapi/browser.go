@@ -115,7 +115,7 @@ func (s *Server) browser(w http.ResponseWriter, r *http.Request) error {
 	if err := s.browserSandbox(id); err != nil {
 		return err
 	}
-	if !websocket.IsWebSocketUpgrade(r) {
+	if !wantsWebSocket(r) {
 		return badRequest("the browser is a WebSocket: connect with Upgrade: websocket (a CDP client: Playwright's connectOverCDP, Puppeteer's connect, chromedp)")
 	}
 	ctx, cancel := context.WithCancel(r.Context())
@@ -194,7 +194,6 @@ func (s *Server) forwardBrowserMessage(ws *websocket.Conn, bc *sandbox.BrowserCo
 	if err != nil {
 		return err
 	}
-	_ = ws.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
 	w, err := ws.NextWriter(websocket.TextMessage)
 	if err != nil {
 		return errClientStalled
