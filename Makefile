@@ -15,8 +15,9 @@ all: build
 deps:
 	@scripts/install-deps.sh
 
+# build: the commands as the DEB ships them (static, stripped: scripts/gobuild.sh).
 build:
-	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
+	GOBUILD_LDFLAGS='$(LDFLAGS)' scripts/gobuild.sh $(BIN) ./cmd/...
 
 # lint: go vet and staticcheck (pinned; scripts/staticcheck.sh installs it) stay clean.
 lint:

@@ -21,9 +21,10 @@ cleanup() {
 }
 trap cleanup EXIT
 git worktree add --detach "$tmp/base" "$base" >/dev/null 2>&1
-(cd "$tmp/base" && go test -c -o "$tmp/base.test" ./sandbox/ && go build -o "$tmp/base-bin/" ./cmd/codes-sandbox ./cmd/codes-sandbox-init)
+gobuild=$PWD/scripts/gobuild.sh # both sides built the same way, as they ship
+(cd "$tmp/base" && go test -c -o "$tmp/base.test" ./sandbox/ && "$gobuild" "$tmp/base-bin" ./cmd/codes-sandbox ./cmd/codes-sandbox-init)
 go test -c -o "$tmp/new.test" ./sandbox/
-go build -o "$tmp/new-bin/" ./cmd/codes-sandbox ./cmd/codes-sandbox-init
+"$gobuild" "$tmp/new-bin" ./cmd/codes-sandbox ./cmd/codes-sandbox-init
 echo "bench-ab: base $(git rev-parse --short "$base") vs working tree, $rounds rounds of ${n}x, $(nproc) cores, $(date -u +%Y-%m-%dT%H:%MZ), load $(cut -d' ' -f1-3 /proc/loadavg)"
 for r in $(seq "$rounds"); do
 	for side in base new; do

@@ -49,7 +49,7 @@ trap cleanup EXIT
 if [[ -n "${OVLIVE_BIN:-}" ]]; then
 	cp "$OVLIVE_BIN" "$work/ovlive"
 else
-	go build -o "$work/ovlive" ./cmd/ovlive
+	scripts/gobuild.sh "$work" ./cmd/ovlive
 fi
 if [[ -n "${OVLIVE_BEFORE_BIN:-}" ]]; then
 	cp "$OVLIVE_BEFORE_BIN" "$work/ovlive-before"

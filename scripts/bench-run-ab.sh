@@ -5,7 +5,7 @@
 # its own with its own state dir bound at /run/codes-sandbox, so that
 # neither removes the other's /etc copy or sees its runtimes; the unshare,
 # mount and shell are the same on both sides. Needs root, bubblewrap and
-# cgroups. Build a side with: go build -o DIR/ ./cmd/codes-sandbox ./cmd/codes-sandbox-init
+# cgroups. Build a side with: scripts/gobuild.sh DIR ./cmd/codes-sandbox ./cmd/codes-sandbox-init
 # Usage: scripts/bench-run-ab.sh OLD_DIR NEW_DIR [N]   (default 30)
 set -euo pipefail
 old=${1:?usage: scripts/bench-run-ab.sh OLD_DIR NEW_DIR [N]}

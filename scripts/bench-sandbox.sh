@@ -17,7 +17,7 @@ export PATH=/usr/local/go/bin:$PATH
 n=${1:-200}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-go build -o "$tmp/" ./cmd/codes-sandbox ./cmd/codes-sandbox-init
+scripts/gobuild.sh "$tmp" ./cmd/codes-sandbox ./cmd/codes-sandbox-init
 echo "bench-sandbox: $n rounds, $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 BENCH_CODES_SANDBOX="$tmp/codes-sandbox" BENCH_CODES_SANDBOX_INIT="$tmp/codes-sandbox-init" CI=true \
 	go test -run '^$' -bench '^Benchmark(OneOff|ExecTrue|Create|CreateInit|Wipe)$' -benchtime "${n}x" -count 1 ./sandbox/ |

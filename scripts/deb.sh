@@ -33,13 +33,10 @@ export DEB_VERSION DEB_ARCH DEB_MAINTAINER STAGE
 rm -rf "$STAGE"
 mkdir -p "$STAGE"
 
-# Static, stripped binaries (-s -w drop the symbol table and DWARF; the build
-# information that --version and the lean init's same-build check read
-# stays), without the build machine's paths. codes-sandbox-init must come
-# from the same build as codes-sandbox, or the worker does not use it.
-CGO_ENABLED=0 go build -trimpath -buildvcs=auto \
-	-ldflags "-s -w -X openvibe.network/agentsandbox/internal/buildinfo.version=$DEB_VERSION" \
-	-o "$STAGE/" ./cmd/codes-sandbox ./cmd/codes-sandbox-init ./cmd/ovlive
+# Static, stripped binaries (scripts/gobuild.sh). codes-sandbox-init must
+# come from the same build as codes-sandbox, or the worker does not use it.
+GOBUILD_LDFLAGS="-X openvibe.network/agentsandbox/internal/buildinfo.version=$DEB_VERSION" \
+	scripts/gobuild.sh "$STAGE" ./cmd/codes-sandbox ./cmd/codes-sandbox-init ./cmd/ovlive
 
 # changelog.Debian.gz: one entry for this build, dated by its commit (the
 # project's own history is CHANGELOG.md).

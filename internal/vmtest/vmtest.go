@@ -176,22 +176,26 @@ func Build(ctx context.Context, root, dir string, tests, cmds []string) error {
 			return fmt.Errorf("vmtest: %s and %s would both build %s", prev, pkg, name)
 		}
 		seen[name] = pkg
-		if err := goCmd(ctx, root, "test", "-c", "-o", filepath.Join(bin, name), pkg); err != nil {
+		if err := goCmd(ctx, root, nil, "test", "-c", "-o", filepath.Join(bin, name), pkg); err != nil {
 			return err
 		}
 	}
 	if len(cmds) > 0 {
-		if err := goCmd(ctx, root, append([]string{"build", "-o", bin + "/"}, cmds...)...); err != nil {
+		// The commands as they ship (scripts/gobuild.sh): static, so the
+		// guest's starts are what an installed worker's are.
+		if err := goCmd(ctx, root, []string{"CGO_ENABLED=0"}, append([]string{"build", "-trimpath", "-o", bin + "/"}, cmds...)...); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// goCmd runs the go command in root and wraps its output into the error.
-func goCmd(ctx context.Context, root string, args ...string) error {
+// goCmd runs the go command in root, with env added to this process's
+// environment, and wraps its output into the error.
+func goCmd(ctx context.Context, root string, env []string, args ...string) error {
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = root
+	cmd.Env = append(os.Environ(), env...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("vmtest: go %s: %w\n%s", strings.Join(args, " "), err, out)
 	}
