@@ -7,6 +7,8 @@ import (
 	"net/http/httptest"
 	"sync/atomic"
 	"testing"
+
+	"openvibe.network/agentsandbox/live/storetest"
 )
 
 // BenchmarkCheckIn measures the accept path (auth lookups, strict decode,
@@ -29,6 +31,7 @@ func BenchmarkCheckIn(b *testing.B) {
 		b.SetBytes(int64(len(body)))
 		b.ReportAllocs()
 		b.SetParallelism(32)
+		cpu0 := storetest.ProcessCPU(b)
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
 				r := httptest.NewRequest("POST", checkInPath(ids[next.Add(1)%streams]), bytes.NewReader(body))
@@ -43,6 +46,7 @@ func BenchmarkCheckIn(b *testing.B) {
 				}
 			}
 		})
+		b.ReportMetric(float64((storetest.ProcessCPU(b)-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
 	})
 	b.Run("Loopback", func(b *testing.B) {
 		client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
