@@ -94,7 +94,9 @@ SERVICE=$(admin service add --name codes-sandbox --first-party --capability live
 (umask 077 && admin token issue --service "$SERVICE" | field token >"$TMP/service.token")
 PERSON_TOKEN=$(admin token issue --person "$PERSON" | field token)
 SESSION=$(admin session issue --person "$PERSON" | field session)
-[ -s "$TMP/service.token" ] && [ -n "$PERSON_TOKEN" ] && [ -n "$SESSION" ] || die "could not issue the credentials"
+SIGN_IN=$(admin session link --person "$PERSON" --ttl 1h --base-url "$LIVE" | field url)
+[ -s "$TMP/service.token" ] && [ -n "$PERSON_TOKEN" ] && [ -n "$SESSION" ] && [ -n "$SIGN_IN" ] ||
+	die "could not issue the credentials"
 echo "person $PERSON owns stream $STREAM; service $SERVICE holds live.agent_sandbox.register"
 echo "service token written to a 0600 file (never on a command line)"
 
@@ -144,11 +146,12 @@ view | pretty
 
 say "the owner's page"
 cat <<MSG
-URL:    $LIVE/streams/agent/$STREAM/worker
-Cookie: ov_session=$SESSION
-In a browser on this machine, open the URL after setting the cookie, e.g. in the
-developer console of a tab on $LIVE:  document.cookie = "ov_session=$SESSION; path=/"
-or fetch it with:  curl -b 'ov_session=$SESSION' $LIVE/streams/agent/$STREAM/worker
+Sign in:  $SIGN_IN
+          (a one-time link, for an hour: open it in a browser on this machine; it
+          signs the owner in and lands on their streams, $LIVE/streams)
+The page: $LIVE/streams/agent/$STREAM/worker
+Or fetch it with the owner's session:
+          curl -b 'ov_session=$SESSION' $LIVE/streams/agent/$STREAM/worker
 (Everything stops when the demo ends: set DEMO_PAUSE_SECONDS=300 to keep it up
 for a while, Enter stops it earlier.)
 MSG
