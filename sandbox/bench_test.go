@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -29,22 +30,31 @@ func reportPercentiles(b *testing.B, prefix string, samples []time.Duration) {
 	b.ReportMetric(at(0.9), prefix+"p90-ms")
 }
 
-// timed runs a program and returns how long it took.
-func timed(b *testing.B, argv []string) time.Duration {
+// timed runs a program and returns how long it took and the CPU time (user
+// and system) it used with every descendant it waited for: bubblewrap's
+// count their sandbox's processes, the worker's its bubblewrap.
+func timed(b *testing.B, argv []string) (wall, cpu time.Duration) {
 	b.Helper()
 	start := time.Now()
-	out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		b.Fatalf("%q: %v: %s", argv, err, out)
 	}
-	return time.Since(start)
+	wall = time.Since(start)
+	ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	if !ok {
+		b.Fatalf("%q: no resource usage", argv)
+	}
+	return wall, time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkOneOff times `codes-sandbox run -- /bin/true` (a fresh runtime,
 // sandbox, exec and verified wipe per run) side by side with a bare
 // bubblewrap sandbox running /bin/true and `codes-sandbox run --help` (the
 // binary's own start and exit, no sandbox), alternating them so that all
-// see the same machine load. The binary is named by BENCH_CODES_SANDBOX
+// see the same machine load. Each side's wall time and its CPU time (the
+// process tree's user and system) are reported. The binary is named by BENCH_CODES_SANDBOX
 // (scripts/bench-sandbox.sh builds it).
 func BenchmarkOneOff(b *testing.B) {
 	bwrap := testenv.RequireSandbox(b)
@@ -57,15 +67,21 @@ func BenchmarkOneOff(b *testing.B) {
 		"--proc", "/proc", "--dev", "/dev", "/bin/true"}
 	run := []string{bin, "run", "--", "/bin/true"}
 	help := []string{bin, "run", "--help"} // the binary's own start, no sandbox
-	var rawS, runS, helpS []time.Duration
+	sides := []struct {
+		prefix    string
+		argv      []string
+		wall, cpu []time.Duration
+	}{{prefix: "raw-bwrap-", argv: raw}, {prefix: "run-", argv: run}, {prefix: "binary-start-", argv: help}}
 	for b.Loop() {
-		rawS = append(rawS, timed(b, raw))
-		runS = append(runS, timed(b, run))
-		helpS = append(helpS, timed(b, help))
+		for i := range sides {
+			wall, cpu := timed(b, sides[i].argv)
+			sides[i].wall, sides[i].cpu = append(sides[i].wall, wall), append(sides[i].cpu, cpu)
+		}
 	}
-	reportPercentiles(b, "raw-bwrap-", rawS)
-	reportPercentiles(b, "run-", runS)
-	reportPercentiles(b, "binary-start-", helpS)
+	for _, s := range sides {
+		reportPercentiles(b, s.prefix, s.wall)
+		reportPercentiles(b, s.prefix+"cpu-", s.cpu)
+	}
 }
 
 // BenchmarkExecTrue times exec of /bin/true in an existing sandbox.

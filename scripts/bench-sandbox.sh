@@ -9,7 +9,9 @@
 #     binary as the init, and with the inits a worker really runs, alternating:
 #     the worker binary re-executed and the lean codes-sandbox-init,
 #   - the verified wipe.
-# Prints p50/p90 in milliseconds. Needs root, bubblewrap and cgroups.
+# Prints p50/p90 in milliseconds, and for the one-off run, bwrap and binary
+# start also the CPU time each used with its whole process tree (user and
+# system). Needs root, bubblewrap and cgroups.
 # Usage: scripts/bench-sandbox.sh [N]   (default 200)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,6 +34,9 @@ awk '
 		printf "%-34s %9s %9s\n", "raw bwrap /bin/true", v["OneOff", "raw-bwrap-p50-ms"], v["OneOff", "raw-bwrap-p90-ms"]
 		printf "%-34s %9s %9s\n", "codes-sandbox run -- /bin/true", v["OneOff", "run-p50-ms"], v["OneOff", "run-p90-ms"]
 		printf "%-34s %9s %9s\n", "  of which binary start (--help)", v["OneOff", "binary-start-p50-ms"], v["OneOff", "binary-start-p90-ms"]
+		printf "%-34s %9s %9s\n", "CPU: raw bwrap /bin/true", v["OneOff", "raw-bwrap-cpu-p50-ms"], v["OneOff", "raw-bwrap-cpu-p90-ms"]
+		printf "%-34s %9s %9s\n", "CPU: codes-sandbox run", v["OneOff", "run-cpu-p50-ms"], v["OneOff", "run-cpu-p90-ms"]
+		printf "%-34s %9s %9s\n", "CPU: binary start (--help)", v["OneOff", "binary-start-cpu-p50-ms"], v["OneOff", "binary-start-cpu-p90-ms"]
 		printf "%-34s %9s %9s\n", "exec /bin/true (existing sandbox)", v["ExecTrue", "p50-ms"], v["ExecTrue", "p90-ms"]
 		printf "%-34s %9s %9s\n", "create (until ready), test init", v["Create", "p50-ms"], v["Create", "p90-ms"]
 		printf "%-34s %9s %9s\n", "  init: worker binary re-executed", v["CreateInit", "worker-binary-p50-ms"], v["CreateInit", "worker-binary-p90-ms"]
@@ -40,5 +45,9 @@ awk '
 		if (v["OneOff", "raw-bwrap-p50-ms"] > 0)
 			printf "\nrun / raw bwrap (p50): %.2fx (target <= 2.5x on cgroup v1, <= 2x on v2); exec p50 target < 3 ms; wipe p50 target < 10 ms\n",
 				v["OneOff", "run-p50-ms"] / v["OneOff", "raw-bwrap-p50-ms"]
+		if (v["OneOff", "raw-bwrap-cpu-p50-ms"] > 0)
+			printf "run / raw bwrap CPU time (p50): %.2fx; the binary start alone: %.2fx\n",
+				v["OneOff", "run-cpu-p50-ms"] / v["OneOff", "raw-bwrap-cpu-p50-ms"],
+				v["OneOff", "binary-start-cpu-p50-ms"] / v["OneOff", "raw-bwrap-cpu-p50-ms"]
 	}' "$tmp/out"
 grep -q '^ok' "$tmp/out"
