@@ -164,14 +164,26 @@ ptys = []
 try:
     while True: ptys.append(os.open("/dev/ptmx", os.O_RDWR | os.O_NOCTTY))
 except OSError as e: print("ptys", len(ptys), e.errno)
-# hold them while the host counts
+# hold them while the host counts: each child says when it holds its 200
+# (on a slow guest a child may take longer than its parent's sleep), off
+# the exec's streams, and holds them for longer than the count takes
+ready_r, ready_w = os.pipe()
+sys.stdout.flush()
 for i in range(4):
     if os.fork() == 0:
+        os.close(ready_r)
+        null = os.open("/dev/null", os.O_RDWR)
+        for std in (0, 1, 2): os.dup2(null, std)
         fds = [os.open("/dev/null", os.O_RDONLY) for _ in range(200)]
-        time.sleep(3); os._exit(0)
-sys.stdout.flush()
-print("held", flush=True)
-time.sleep(1)
+        os.write(ready_w, b"x"); os.close(ready_w)
+        time.sleep(30); os._exit(0)
+os.close(ready_w)
+ready = b""
+while len(ready) < 4:
+    chunk = os.read(ready_r, 4)
+    if not chunk: break
+    ready += chunk
+print("held" if len(ready) == 4 else "not held", flush=True)
 `}, Timeout: time.Minute})
 	held := sandboxDescriptors(t, rt, info.ID)
 	want := "limit 256 256\nraise-refused\nfiles 253\nptys 4 28\nheld\n"
@@ -179,9 +191,10 @@ time.sleep(1)
 		t.Errorf("inside: %q, want %q (stderr %q)", r.stdout, want, r.stderr)
 	}
 	// Counted on the host after the exec, while the four children still
-	// hold their 200 each: at least their 800 (the count sees them), at
-	// most what the sandbox's processes may hold under their cap (the init
-	// and bubblewrap hold a few beside them).
+	// hold their 200 each (each said so before the exec ended, and holds
+	// them for 30 s; the wipe ends them): at least their 800 (the count
+	// sees them), at most what the sandbox's processes may hold under
+	// their cap (the init and bubblewrap hold a few beside them).
 	if held < 800 || held > 4*256+64 {
 		t.Errorf("the sandbox's processes hold %d descriptors, want the children's 800 and no more than their caps allow", held)
 	}
