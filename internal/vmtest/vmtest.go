@@ -161,7 +161,9 @@ func missing() string {
 
 // Build writes into dir/bin the test binary of each package of tests (named
 // after the package's last element: ./sandbox/cgroup gives cgroup.test) and
-// `go build` of the packages of cmds (patterns such as ./cmd/...). Package
+// the commands of cmds (patterns such as ./cmd/...) as they ship, built by
+// root's scripts/gobuild.sh, so that the guest's starts are an installed
+// worker's. Package
 // paths are relative to root. The binaries are built for the host, which is
 // the guest's architecture.
 func Build(ctx context.Context, root, dir string, tests, cmds []string) error {
@@ -176,28 +178,25 @@ func Build(ctx context.Context, root, dir string, tests, cmds []string) error {
 			return fmt.Errorf("vmtest: %s and %s would both build %s", prev, pkg, name)
 		}
 		seen[name] = pkg
-		if err := goCmd(ctx, root, nil, "test", "-c", "-o", filepath.Join(bin, name), pkg); err != nil {
+		if err := runIn(ctx, root, "go", "test", "-c", "-o", filepath.Join(bin, name), pkg); err != nil {
 			return err
 		}
 	}
 	if len(cmds) > 0 {
-		// The commands as they ship (scripts/gobuild.sh): static, so the
-		// guest's starts are what an installed worker's are.
-		if err := goCmd(ctx, root, []string{"CGO_ENABLED=0"}, append([]string{"build", "-trimpath", "-o", bin + "/"}, cmds...)...); err != nil {
+		if err := runIn(ctx, root, filepath.Join(root, "scripts", "gobuild.sh"), append([]string{bin}, cmds...)...); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// goCmd runs the go command in root, with env added to this process's
-// environment, and wraps its output into the error.
-func goCmd(ctx context.Context, root string, env []string, args ...string) error {
-	cmd := exec.CommandContext(ctx, "go", args...)
+// runIn runs name (the go command, or a script of root's) in root and wraps
+// its output into the error.
+func runIn(ctx context.Context, root, name string, args ...string) error {
+	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = root
-	cmd.Env = append(os.Environ(), env...)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("vmtest: go %s: %w\n%s", strings.Join(args, " "), err, out)
+		return fmt.Errorf("vmtest: %s %s: %w\n%s", name, strings.Join(args, " "), err, out)
 	}
 	return nil
 }
