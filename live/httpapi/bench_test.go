@@ -46,7 +46,7 @@ func BenchmarkCheckIn(b *testing.B) {
 				}
 			}
 		})
-		b.ReportMetric(float64((storetest.ProcessCPU(b)-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
+		storetest.ReportCPU(b, cpu0)
 	})
 	b.Run("Loopback", func(b *testing.B) {
 		client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}

@@ -33,15 +33,21 @@ func BenchmarkAccept(b *testing.B, s live.Store) {
 			}
 		}
 	})
-	b.ReportMetric(float64((ProcessCPU(b)-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
+	ReportCPU(b, cpu0)
 }
 
 // benchReportSize is the size of the seed's full worker check-in, the body
 // ovlive's load benchmark sends.
 const benchReportSize = 1281
 
+// ReportCPU reports, as cpu-µs/op, the process's CPU time since start (a
+// ProcessCPU reading) per operation of b.
+func ReportCPU(b *testing.B, start time.Duration) {
+	b.ReportMetric(float64((ProcessCPU(b)-start).Microseconds())/float64(b.N), "cpu-µs/op")
+}
+
 // ProcessCPU is the user and system CPU time the process has used so far,
-// for a benchmark's CPU time per operation.
+// for a benchmark's CPU time per operation (ReportCPU).
 func ProcessCPU(tb testing.TB) time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
