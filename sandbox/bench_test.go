@@ -2,12 +2,16 @@ package sandbox
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"slices"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"openvibe.network/agentsandbox"
 	"openvibe.network/agentsandbox/internal/testenv"
@@ -30,23 +34,124 @@ func reportPercentiles(b *testing.B, prefix string, samples []time.Duration) {
 	b.ReportMetric(at(0.9), prefix+"p90-ms")
 }
 
-// timed runs a program and returns how long it took and the CPU time (user
-// and system) it used with every descendant it waited for: bubblewrap's
-// count their sandbox's processes, the worker's its bubblewrap.
+// timed runs a program and returns how long it took and the CPU time it
+// used with all its descendants (see runTimed); it fails b if the program
+// fails.
 func timed(b *testing.B, argv []string) (wall, cpu time.Duration) {
 	b.Helper()
+	wall, cpu, err := runTimed(argv)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return wall, cpu
+}
+
+// runTimed runs a program and returns how long it took and the CPU time
+// (user and system) it used with all its descendants: those it waited for,
+// and, once becomeSubreaper has made this process a child subreaper, those
+// it left behind (bubblewrap's outer process exits before the sandbox's pid
+// 1, which the kernel then gives to the nearest subreaper: without this, a
+// bare bubblewrap's count would leave out its whole sandbox). The wall time
+// ends when the program does, as a user's shell sees it.
+func runTimed(argv []string) (wall, cpu time.Duration, err error) {
 	start := time.Now()
 	cmd := exec.Command(argv[0], argv[1:]...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		b.Fatalf("%q: %v: %s", argv, err, out)
+		return 0, 0, fmt.Errorf("%q: %w: %s", argv, err, out)
 	}
 	wall = time.Since(start)
 	ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
 	if !ok {
-		b.Fatalf("%q: no resource usage", argv)
+		return 0, 0, fmt.Errorf("%q: no resource usage", argv)
 	}
-	return wall, time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	left, err := reapOrphans()
+	return wall, time.Duration(ru.Utime.Nano()+ru.Stime.Nano()) + left, err
+}
+
+// reapOrphans waits for every child of this process, which after
+// becomeSubreaper are only the processes reparented to it, and returns the
+// CPU time they used with their own descendants.
+func reapOrphans() (time.Duration, error) {
+	var total time.Duration
+	for {
+		var ru unix.Rusage
+		_, err := unix.Wait4(-1, nil, 0, &ru)
+		switch {
+		case errors.Is(err, unix.ECHILD):
+			return total, nil
+		case errors.Is(err, unix.EINTR):
+			continue
+		case err != nil:
+			return total, fmt.Errorf("wait for the processes left behind: %w", err)
+		}
+		total += time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+}
+
+// becomeSubreaper makes this process the reaper of the processes its
+// children leave behind, until undo, so that runTimed counts them. It
+// refuses when the process has children already (reapOrphans would wait for
+// them), as a test binary running other tests may: BenchmarkOneOff runs
+// alone, and TestRunTimedCountsWhatIsLeftBehind in a process of its own.
+func becomeSubreaper() (undo func(), err error) {
+	if _, err := unix.Wait4(-1, nil, unix.WNOHANG, nil); !errors.Is(err, unix.ECHILD) {
+		return nil, fmt.Errorf("the process has children (wait4: %v): run this on its own", err)
+	}
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		return nil, fmt.Errorf("become a child subreaper: %w", err)
+	}
+	return func() { _ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0) }, nil
+}
+
+// timedHelperEnv makes the test binary run timedHelper instead of tests.
+const timedHelperEnv = "SANDBOX_TEST_TIMED_HELPER"
+
+// timedHelper is the test binary as a process of its own for
+// TestRunTimedCountsWhatIsLeftBehind: a subreaper that times a CPU-bound
+// shell loop run directly and the same loop left behind by a shell that
+// exits at once, and prints both CPU times in nanoseconds.
+func timedHelper() int {
+	undo, err := becomeSubreaper()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer undo()
+	loop := `i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done`
+	var cpus []time.Duration
+	for _, argv := range [][]string{{"sh", "-c", loop}, {"sh", "-c", "sh -c '" + loop + "' & exit 0"}} {
+		_, cpu, err := runTimed(argv)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		cpus = append(cpus, cpu)
+	}
+	fmt.Println(int64(cpus[0]), int64(cpus[1]))
+	return 0
+}
+
+// TestRunTimedCountsWhatIsLeftBehind: the CPU time BenchmarkOneOff reports
+// for a program includes the processes it leaves running when it exits (as
+// a bare bubblewrap leaves its sandbox): a loop left behind by a shell that
+// exits at once counts at least half of what the loop costs run directly
+// (without the subreaper, it would count only that shell).
+func TestRunTimedCountsWhatIsLeftBehind(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run", "^$")
+	cmd.Env = append(os.Environ(), timedHelperEnv+"=1")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("helper: %v: %s", err, out)
+	}
+	var direct, leftBehind int64
+	if _, err := fmt.Sscan(string(out), &direct, &leftBehind); err != nil {
+		t.Fatalf("helper printed %q: %v", out, err)
+	}
+	if leftBehind < direct/2 {
+		t.Errorf("a loop left behind counted %v, the loop run directly %v: the processes a program leaves behind are not counted",
+			time.Duration(leftBehind), time.Duration(direct))
+	}
 }
 
 // BenchmarkOneOff times `codes-sandbox run -- /bin/true` (a fresh runtime,
@@ -67,6 +172,11 @@ func BenchmarkOneOff(b *testing.B) {
 		"--proc", "/proc", "--dev", "/dev", "/bin/true"}
 	run := []string{bin, "run", "--", "/bin/true"}
 	help := []string{bin, "run", "--help"} // the binary's own start, no sandbox
+	undo, err := becomeSubreaper()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer undo()
 	sides := []struct {
 		prefix    string
 		argv      []string

@@ -27,6 +27,9 @@ func TestMain(m *testing.M) {
 	if dir := os.Getenv(crashHelperEnv); dir != "" {
 		os.Exit(crashHelper(dir))
 	}
+	if os.Getenv(timedHelperEnv) != "" {
+		os.Exit(timedHelper())
+	}
 	os.Exit(m.Run())
 }
 

@@ -11,7 +11,10 @@
 #   - the verified wipe.
 # Prints p50/p90 in milliseconds, and for the one-off run, bwrap and binary
 # start also the CPU time each used with its whole process tree (user and
-# system). Needs root, bubblewrap and cgroups.
+# system; the processes it leaves behind included, kernel threads' work such
+# as a network namespace's teardown in neither). scripts/profile-run.sh
+# shows where that CPU goes, process by process. Needs root, bubblewrap and
+# cgroups.
 # Usage: scripts/bench-sandbox.sh [N]   (default 200)
 set -euo pipefail
 cd "$(dirname "$0")/.."
