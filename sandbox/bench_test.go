@@ -66,7 +66,12 @@ func runTimed(argv []string) (wall, cpu time.Duration, err error) {
 		return 0, 0, fmt.Errorf("%q: no resource usage", argv)
 	}
 	left, err := reapOrphans()
-	return wall, time.Duration(ru.Utime.Nano()+ru.Stime.Nano()) + left, err
+	return wall, cpuTime(ru) + left, err
+}
+
+// cpuTime is the user and system CPU time in ru.
+func cpuTime(ru *syscall.Rusage) time.Duration {
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // reapOrphans waits for every child of this process, which after
@@ -75,17 +80,17 @@ func runTimed(argv []string) (wall, cpu time.Duration, err error) {
 func reapOrphans() (time.Duration, error) {
 	var total time.Duration
 	for {
-		var ru unix.Rusage
-		_, err := unix.Wait4(-1, nil, 0, &ru)
+		var ru syscall.Rusage
+		_, err := syscall.Wait4(-1, nil, 0, &ru)
 		switch {
-		case errors.Is(err, unix.ECHILD):
+		case errors.Is(err, syscall.ECHILD):
 			return total, nil
-		case errors.Is(err, unix.EINTR):
+		case errors.Is(err, syscall.EINTR):
 			continue
 		case err != nil:
 			return total, fmt.Errorf("wait for the processes left behind: %w", err)
 		}
-		total += time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+		total += cpuTime(&ru)
 	}
 }
 
@@ -95,7 +100,7 @@ func reapOrphans() (time.Duration, error) {
 // them), as a test binary running other tests may: BenchmarkOneOff runs
 // alone, and TestRunTimedCountsWhatIsLeftBehind in a process of its own.
 func becomeSubreaper() (undo func(), err error) {
-	if _, err := unix.Wait4(-1, nil, unix.WNOHANG, nil); !errors.Is(err, unix.ECHILD) {
+	if _, err := syscall.Wait4(-1, nil, syscall.WNOHANG, nil); !errors.Is(err, syscall.ECHILD) {
 		return nil, fmt.Errorf("the process has children (wait4: %v): run this on its own", err)
 	}
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
