@@ -55,3 +55,13 @@ func ErrorMessage(err error) string {
 	}
 	return "internal error"
 }
+
+// StorageUnavailable is the error of a store whose storage cannot serve a
+// request now (its disk full, its database server out of reach…):
+// EUNAVAILABLE, so that a client is answered 503 and a worker checks in
+// again, with why (what the operator must fix) in its message, and cause
+// kept in its chain for the log.
+func StorageUnavailable(why string, cause error) error {
+	return fmt.Errorf("%w (%w)", Errorf(EUNAVAILABLE,
+		"Live's database cannot be used now: %s. This request changed nothing; try again later", why), cause)
+}

@@ -219,13 +219,18 @@ func ownRegistry() (*prometheus.Registry, error) {
 func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serve) }
 
 // handleHealthz answers 200 when the store answers and can write (it
-// commits a probe row), 503 otherwise.
+// commits a probe row), 503 otherwise, with the store's own words when it
+// knows why it cannot write (a full disk, say).
 func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request, rl *reqLog) {
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
 	if err := s.store.Probe(ctx); err != nil {
 		rl.err = err
-		writeError(w, rl, live.Errorf(live.EUNAVAILABLE, "store not writable: the store does not answer or cannot write"))
+		why := "the store does not answer or cannot write"
+		if live.ErrorCode(err) == live.EUNAVAILABLE {
+			why = live.ErrorMessage(err)
+		}
+		writeError(w, rl, live.Errorf(live.EUNAVAILABLE, "store not writable: %s", why))
 		return
 	}
 	rl.outcome = "ok"

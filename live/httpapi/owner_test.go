@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -199,6 +200,48 @@ func TestHealthz(t *testing.T) {
 	}
 	if line := f.nextLog(t); line["level"] != "ERROR" || !strings.Contains(line["err"].(string), "closed") {
 		t.Fatalf("log line %v, want the store's error", line)
+	}
+}
+
+// fullStore is a store whose disk is full: its writes fail as the stores
+// say so (live.StorageUnavailable).
+type fullStore struct{ live.Store }
+
+var errDiskFull = live.StorageUnavailable("the disk that holds it is full: free space there", errors.New("database or disk is full (13)"))
+
+func (fullStore) Probe(context.Context) error { return errDiskFull }
+func (fullStore) Accept(_ context.Context, r live.Registration) (live.Registration, error) {
+	return r, errDiskFull
+}
+
+// TestStoreFull: when the store cannot write for a reason it names (a full
+// disk), a check-in and /healthz answer 503 with that reason, so that the
+// worker checks in again later and the operator reads what to fix, and the
+// log keeps the store's own error.
+func TestStoreFull(t *testing.T) {
+	full := backend{name: "full", open: func(tb testing.TB, now func() time.Time) live.Store {
+		return fullStore{openSQLite(tb, now)}
+	}}
+	f := newFixture(t, full, fixtureOptions{logs: true})
+	for _, tc := range []struct {
+		name   string
+		send   func() (int, []byte)
+		prefix string
+	}{
+		{"CheckIn", func() (int, []byte) { return f.checkIn(t, f.stream, validReport(t)) }, ""},
+		{"Healthz", func() (int, []byte) { return f.do(t, req{method: "GET", path: "/healthz"}) }, "store not writable: "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			status, body := tc.send()
+			var e errorBody
+			want := errorBody{Error: errorDetail{Code: "unavailable", Message: tc.prefix + live.ErrorMessage(errDiskFull)}}
+			if err := json.Unmarshal(body, &e); err != nil || status != http.StatusServiceUnavailable || e != want {
+				t.Fatalf("%d %s, want 503 %+v", status, body, want)
+			}
+			if line := f.nextLog(t); line["level"] != "ERROR" || !strings.Contains(line["err"].(string), "database or disk is full (13)") {
+				t.Fatalf("log line %v, want the store's own error", line)
+			}
+		})
 	}
 }
 

@@ -82,7 +82,7 @@ func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	if err := s.writable(); err != nil {
 		return err
 	}
-	return pgx.BeginFunc(ctx, s.pool, fn)
+	return storageError(pgx.BeginFunc(ctx, s.pool, fn))
 }
 
 func newDeletion(kind, id string) live.Deletion {
@@ -162,7 +162,7 @@ func (s *Store) clearBy(ctx context.Context, tx pgx.Tx, column, id string) ([]st
 // deleteError wraps the error of a delete.
 func deleteError(what, id string, err error) error {
 	if err != nil {
-		return fmt.Errorf("delete %s %s: %w", what, id, err)
+		return storageError(fmt.Errorf("delete %s %s: %w", what, id, err))
 	}
 	return nil
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -168,7 +170,7 @@ func getError(what, id string, err error) error {
 	case errors.Is(err, pgx.ErrNoRows):
 		return live.Errorf(live.ENOTFOUND, "%s %q not found", what, id)
 	default:
-		return fmt.Errorf("get %s %s: %w", what, id, err)
+		return storageError(fmt.Errorf("get %s %s: %w", what, id, err))
 	}
 }
 
@@ -204,5 +206,43 @@ func createError(what, id string, err error, fkMessage string) error {
 			return live.Errorf(live.EINVALID, "cannot create %s %q: %s", what, id, fkMessage)
 		}
 	}
-	return fmt.Errorf("create %s %s: %w", what, id, err)
+	return storageError(fmt.Errorf("create %s %s: %w", what, id, err))
+}
+
+// storageError makes an error of the database server itself (out of disk,
+// memory or connections, shutting down, a read-only standby, out of reach)
+// live.StorageUnavailable, saying what the operator must fix; any other
+// error is returned as it is.
+func storageError(err error) error {
+	var ce *pgconn.ConnectError
+	var oe *net.OpError
+	var why string
+	pe := pgError(err)
+	switch {
+	case live.ErrorCode(err) != live.EINTERNAL: // nil, or classified already
+		return err
+	case pe != nil && pe.Code == "53100":
+		why = "the disk of its database server is full: free space there"
+	case pe != nil && pe.Code == "53200":
+		why = "its database server is out of memory"
+	case pe != nil && pe.Code == "53300":
+		why = "its database server has no connection to spare: raise max_connections or lower the connections of Live's instances"
+	case pe != nil && strings.HasPrefix(pe.Code, "53"):
+		why = "its database server is out of resources (" + pe.Code + ")"
+	case pe != nil && (pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03"):
+		why = "its database server is shutting down or starting up"
+	case pe != nil && pe.Code == "25006":
+		why = "its database server accepts no writes (is it a read-only standby?)"
+	case pe != nil && strings.HasPrefix(pe.Code, "08"):
+		why = "its connection to the database server failed"
+	case pe != nil:
+		return err
+	case errors.As(err, &ce):
+		why = "its database server cannot be reached: check that it runs and that --db names it"
+	case errors.As(err, &oe):
+		why = "its connection to the database server failed"
+	default:
+		return err
+	}
+	return live.StorageUnavailable(why, err)
 }

@@ -102,7 +102,7 @@ func workerError(op, streamFK, stream, service, subject string, err error) error
 		}
 		return live.Errorf(live.EINVALID, "service %q or subject %q is not known", service, subject)
 	}
-	return fmt.Errorf("%s %s: %w", op, stream, err)
+	return storageError(fmt.Errorf("%s %s: %w", op, stream, err))
 }
 
 // Worker returns the stream's registration and last refusal, read in one
@@ -164,7 +164,7 @@ func (s *Store) LookupCheckIn(ctx context.Context, hash [32]byte, stream, subjec
 		&svcID, &svcName, &svcFirst, &svcCaps, &svcCreated,
 		&stID, &stOwner, &stCreated, &l.SubjectKnown, &l.Epoch)
 	if err != nil {
-		return l, fmt.Errorf("look up check-in: %w", err)
+		return l, storageError(fmt.Errorf("look up check-in: %w", err))
 	}
 	if credID != nil {
 		l.Credential = &live.Credential{ID: *credID, Kind: live.CredentialKind(deref(kind)), ServiceID: deref(credSvc),
@@ -237,7 +237,7 @@ func (s *Store) Probe(ctx context.Context) error {
 	}
 	if _, err := s.pool.Exec(ctx, `INSERT INTO health_probe (id, at) VALUES (1, clock_timestamp())
 		ON CONFLICT (id) DO UPDATE SET at = excluded.at`); err != nil {
-		return fmt.Errorf("probe: %w", err)
+		return storageError(fmt.Errorf("probe: %w", err))
 	}
 	return nil
 }

@@ -178,7 +178,7 @@ func (s *Store) commit(batch []writeOp) {
 		if errs[i] == nil {
 			errs[i] = err
 		}
-		op.done <- errs[i]
+		op.done <- storageError(errs[i])
 	}
 }
 
