@@ -77,7 +77,8 @@ func (s *Store) DeleteService(ctx context.Context, id string) (live.Deletion, er
 	return sortDeletion(d), err
 }
 
-// inTx runs fn in a transaction on a writable store.
+// inTx runs fn in a transaction on a writable store; its error is
+// classified by storageError, as the pool's are (see db).
 func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	if err := s.writable(); err != nil {
 		return err
@@ -162,7 +163,7 @@ func (s *Store) clearBy(ctx context.Context, tx pgx.Tx, column, id string) ([]st
 // deleteError wraps the error of a delete.
 func deleteError(what, id string, err error) error {
 	if err != nil {
-		return storageError(fmt.Errorf("delete %s %s: %w", what, id, err))
+		return fmt.Errorf("delete %s %s: %w", what, id, err)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 
@@ -170,7 +171,7 @@ func getError(what, id string, err error) error {
 	case errors.Is(err, pgx.ErrNoRows):
 		return live.Errorf(live.ENOTFOUND, "%s %q not found", what, id)
 	default:
-		return storageError(fmt.Errorf("get %s %s: %w", what, id, err))
+		return fmt.Errorf("get %s %s: %w", what, id, err)
 	}
 }
 
@@ -206,11 +207,12 @@ func createError(what, id string, err error, fkMessage string) error {
 			return live.Errorf(live.EINVALID, "cannot create %s %q: %s", what, id, fkMessage)
 		}
 	}
-	return storageError(fmt.Errorf("create %s %s: %w", what, id, err))
+	return fmt.Errorf("create %s %s: %w", what, id, err)
 }
 
 // storageError makes an error of the database server itself (out of disk,
-// memory or connections, shutting down, a read-only standby, out of reach)
+// memory or connections, shutting down, a read-only standby, out of reach,
+// a connection lost)
 // live.StorageUnavailable, saying what the operator must fix; any other
 // error is returned as it is.
 func storageError(err error) error {
@@ -239,7 +241,7 @@ func storageError(err error) error {
 		return err
 	case errors.As(err, &ce):
 		why = "its database server cannot be reached: check that it runs and that --db names it"
-	case errors.As(err, &oe):
+	case errors.As(err, &oe), errors.Is(err, pgconn.ErrConnClosed), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
 		why = "its connection to the database server failed"
 	default:
 		return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 
@@ -37,6 +38,8 @@ func TestStorageError(t *testing.T) {
 		{"ReadOnlyStandby", pg("25006"), live.EUNAVAILABLE, "accepts no writes"},
 		{"ConnectionFailure", pg("08006"), live.EUNAVAILABLE, "connection to the database server failed"},
 		{"Unreachable", fmt.Errorf("probe: %w", refused), live.EUNAVAILABLE, "cannot be reached"},
+		{"ConnectionLost", fmt.Errorf("look up check-in: %w", io.ErrUnexpectedEOF), live.EUNAVAILABLE, "connection to the database server failed"},
+		{"ConnectionClosed", fmt.Errorf("probe: %w", pgconn.ErrConnClosed), live.EUNAVAILABLE, "connection to the database server failed"},
 		{"UniqueViolation", pg(uniqueViolation), live.EINTERNAL, "internal error"},
 		{"Plain", errors.New("boom"), live.EINTERNAL, "internal error"},
 		{"Classified", live.Errorf(live.ENOTFOUND, "stream %q not found", "s"), live.ENOTFOUND, `stream "s" not found`},

@@ -64,7 +64,7 @@ const DefaultAcceptors = 1
 // any number of Stores (in any number of processes) may share one database
 // and schema.
 type Store struct {
-	pool   *pgxpool.Pool
+	pool   db
 	window time.Duration
 	// historyAge and historyRows bound each stream's history.
 	historyAge  time.Duration
@@ -113,7 +113,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open postgres store: %w", err)
 	}
-	st := &Store{pool: pool, window: opts.Window, readOnly: opts.ReadOnly, accepts: make(chan acceptOp, maxBatch), quit: make(chan struct{}), stopped: make(chan struct{})}
+	st := &Store{pool: db{pool}, window: opts.Window, readOnly: opts.ReadOnly, accepts: make(chan acceptOp, maxBatch), quit: make(chan struct{}), stopped: make(chan struct{})}
 	if st.window == 0 {
 		st.window = live.AliveWindow
 	}

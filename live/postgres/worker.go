@@ -39,7 +39,7 @@ func (s *Store) Refuse(ctx context.Context, r live.Refusal) (live.Refusal, error
 		return r, fmt.Errorf("refuse: %w", err)
 	}
 	var grew bool
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		if r.AuthEpoch != 0 {
 			var epoch int64
 			if err := tx.QueryRow(ctx, "SELECT v FROM auth_epoch WHERE id = 1").Scan(&epoch); err != nil {
@@ -102,7 +102,7 @@ func workerError(op, streamFK, stream, service, subject string, err error) error
 		}
 		return live.Errorf(live.EINVALID, "service %q or subject %q is not known", service, subject)
 	}
-	return storageError(fmt.Errorf("%s %s: %w", op, stream, err))
+	return fmt.Errorf("%s %s: %w", op, stream, err)
 }
 
 // Worker returns the stream's registration and last refusal, read in one
@@ -164,7 +164,7 @@ func (s *Store) LookupCheckIn(ctx context.Context, hash [32]byte, stream, subjec
 		&svcID, &svcName, &svcFirst, &svcCaps, &svcCreated,
 		&stID, &stOwner, &stCreated, &l.SubjectKnown, &l.Epoch)
 	if err != nil {
-		return l, storageError(fmt.Errorf("look up check-in: %w", err))
+		return l, fmt.Errorf("look up check-in: %w", err)
 	}
 	if credID != nil {
 		l.Credential = &live.Credential{ID: *credID, Kind: live.CredentialKind(deref(kind)), ServiceID: deref(credSvc),
@@ -237,7 +237,7 @@ func (s *Store) Probe(ctx context.Context) error {
 	}
 	if _, err := s.pool.Exec(ctx, `INSERT INTO health_probe (id, at) VALUES (1, clock_timestamp())
 		ON CONFLICT (id) DO UPDATE SET at = excluded.at`); err != nil {
-		return storageError(fmt.Errorf("probe: %w", err))
+		return fmt.Errorf("probe: %w", err)
 	}
 	return nil
 }
