@@ -3,7 +3,6 @@ package sandbox
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -44,7 +43,7 @@ func (r *Runtime) prepareDir() error {
 		return err
 	}
 	r.init = filepath.Join(r.dir, "init")
-	if err := copyBinary(r.cfg.InitBinary, r.init); err != nil {
+	if err := installInit(r.cfg.StateDir, r.cfg.InitBinary, r.init); err != nil {
 		return err
 	}
 	r.etcBinds = etcBinds("/etc")
@@ -93,35 +92,6 @@ func ensureTraversable(dir string) error {
 			return nil
 		}
 	}
-}
-
-// copyBinary puts a root-owned 0755 copy of src at dst: a hard link when
-// src already is root-owned and 0755 on the same filesystem, else a copy.
-func copyBinary(src, dst string) error {
-	if fi, err := os.Stat(src); err == nil {
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid == 0 && fi.Mode().Perm() == 0o755 {
-			if os.Link(src, dst) == nil {
-				return nil
-			}
-		}
-	}
-	in, err := os.Open(src)
-	if err != nil {
-		return fmt.Errorf("copy init binary: %w", err)
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
-	if err != nil {
-		return fmt.Errorf("copy init binary: %w", err)
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return fmt.Errorf("copy init binary: %w", err)
-	}
-	if err := out.Close(); err != nil {
-		return fmt.Errorf("copy init binary: %w", err)
-	}
-	return nil
 }
 
 // usrLinks returns the top-level symlinks of a merged-/usr root (bin ->

@@ -4,18 +4,27 @@
 # time and the ratio of the medians. Each side runs in a mount namespace of
 # its own with its own state dir bound at /run/codes-sandbox, so that
 # neither removes the other's /etc copy or sees its runtimes; the unshare,
-# mount and shell are the same on both sides. Needs root, bubblewrap and
-# cgroups. Build a side with: scripts/gobuild.sh DIR ./cmd/codes-sandbox ./cmd/codes-sandbox-init
-# Usage: scripts/bench-run-ab.sh OLD_DIR NEW_DIR [N]   (default 30)
+# mount and shell are the same on both sides. Each state dir is a tmpfs, as
+# /run is on a systemd host (the worker's unit makes /run/codes-sandbox), so
+# that what a run writes there costs what it costs in production; set
+# STATE_TMPFS=0 to keep them on the disk of /var/tmp instead. Needs root,
+# bubblewrap and cgroups. Build a side with: scripts/gobuild.sh DIR ./cmd/codes-sandbox ./cmd/codes-sandbox-init
+# Usage: [STATE_TMPFS=0] scripts/bench-run-ab.sh OLD_DIR NEW_DIR [N]   (default 30)
 set -euo pipefail
 old=${1:?usage: scripts/bench-run-ab.sh OLD_DIR NEW_DIR [N]}
 new=${2:?usage: scripts/bench-run-ab.sh OLD_DIR NEW_DIR [N]}
 n=${3:-30}
 tmp=$(mktemp -d /var/tmp/bench-run-ab.XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
+trap 'umount "$tmp/old" "$tmp/new" 2>/dev/null || true; rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/old" "$tmp/new" /run/codes-sandbox
+state="disk"
+if [[ "${STATE_TMPFS:-1}" == 1 ]]; then
+	mount -t tmpfs -o mode=755 tmpfs "$tmp/old"
+	mount -t tmpfs -o mode=755 tmpfs "$tmp/new"
+	state="tmpfs"
+fi
 chmod 755 "$tmp" "$tmp/old" "$tmp/new"
-echo "bench-run-ab: $n pairs, $(nproc) cores, $(date -u +%Y-%m-%dT%H:%MZ), load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "bench-run-ab: $n pairs, state dirs on $state, $(nproc) cores, $(date -u +%Y-%m-%dT%H:%MZ), load $(cut -d' ' -f1-3 /proc/loadavg)"
 python3 - "$old" "$new" "$n" "$tmp" <<'EOF'
 import statistics, subprocess, sys, time
 old, new, n, tmp = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
