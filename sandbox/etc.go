@@ -126,12 +126,14 @@ func etcFingerprint(hostEtc string, binds []string, gen map[string]string) strin
 		fmt.Fprintf(h, "gen %s %q\n", name, gen[name])
 	}
 	for _, name := range slices.Concat(etcHostFiles, etcHostDirs) {
+		if slices.Contains(binds, name) {
+			fmt.Fprintf(h, "bind %s\n", name)
+			continue
+		}
 		root := filepath.Join(hostEtc, name)
 		fi, err := os.Lstat(root)
 		switch {
-		case slices.Contains(binds, name):
-			fmt.Fprintf(h, "bind %s\n", name)
-		case err != nil:
+		case err != nil: // not on this host: not copied
 		case fi.IsDir():
 			_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 				if err == nil && (d.IsDir() || d.Type().IsRegular()) {

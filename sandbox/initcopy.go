@@ -37,11 +37,10 @@ const initCopyTmpAge = 10 * time.Minute
 //     first runtime that needs it (see makeInitCopy) and linked by the
 //     next ones (every `codes-sandbox run` on a host whose /run is a tmpfs
 //     would otherwise copy 6 MB and remove it again: about 5 ms of each
-//     run). The copy is
-//     named by src's fingerprint (device, inode, size, modification and
-//     change times), so a replaced or modified src gets a new one, and the
-//     copies of an earlier src are removed: each runtime holds its own link,
-//     so one in use lives on.
+//     run). The copy is named by src's fingerprint (device, inode, size,
+//     modification and change times), so a replaced or modified src gets a
+//     new one, and the copies of an earlier src are removed: each runtime
+//     holds its own link, so one in use lives on.
 func installInit(stateDir, src, dst string) error {
 	fi, err := os.Stat(src)
 	if err != nil {

@@ -212,9 +212,8 @@ func createError(what, id string, err error, fkMessage string) error {
 
 // storageError makes an error of the database server itself (out of disk,
 // memory or connections, shutting down, a read-only standby, out of reach,
-// a connection lost)
-// live.StorageUnavailable, saying what the operator must fix; any other
-// error is returned as it is.
+// a connection lost) live.StorageUnavailable, saying what the operator must
+// fix; any other error is returned as it is.
 func storageError(err error) error {
 	var ce *pgconn.ConnectError
 	var oe *net.OpError
