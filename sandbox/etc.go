@@ -83,16 +83,28 @@ const (
 // generated files plus a copy of the etcHostFiles entries of hostEtc, with
 // an empty directory for each of binds (etcBinds of hostEtc: the runtime's
 // argv binds the same ones over them), in a directory named by a
-// fingerprint of its sources (etcFingerprint). One directory bound at
-// /etc costs one mount instead of one per file; a changed host /etc gives
-// a new copy, and runtimes share an existing one.
+// fingerprint of its sources. One directory bound at
+// /etc costs one mount instead of one per file; the fingerprint (names,
+// sizes, modification times) makes a changed host /etc give a new copy, and
+// runtimes share an existing one.
 //
 // It also returns a shared lock on the directory, which the runtime holds
 // for as long as its sandboxes may bind it: removeUnusedEtc removes only
 // copies that no one holds.
 func buildEtc(stateDir, hostEtc string, binds []string) (dir string, lock *os.File, err error) {
 	gen := etcFiles(hostname)
-	dir = filepath.Join(stateDir, etcPrefix+etcFingerprint(hostEtc, binds, gen))
+	h := sha256.New()
+	for _, name := range slices.Sorted(maps.Keys(gen)) {
+		fmt.Fprintf(h, "gen %s %q\n", name, gen[name])
+	}
+	for _, name := range slices.Concat(etcHostFiles, etcHostDirs) {
+		if slices.Contains(binds, name) {
+			fmt.Fprintf(h, "bind %s\n", name)
+		} else if fi, err := os.Lstat(filepath.Join(hostEtc, name)); err == nil {
+			fmt.Fprintf(h, "host %s %d %d %v\n", name, fi.Size(), fi.ModTime().UnixNano(), fi.Mode())
+		}
+	}
+	dir = filepath.Join(stateDir, etcPrefix+hex.EncodeToString(h.Sum(nil))[:16])
 	// A copy found but removed before it could be locked (its last holder
 	// had just ended) is built again; a few rounds are plenty.
 	for range 3 {
@@ -111,43 +123,6 @@ func buildEtc(stateDir, hostEtc string, binds []string) (dir string, lock *os.Fi
 		}
 	}
 	return "", nil, fmt.Errorf("build /etc: %s was removed each time it was made; is another program removing copies in %s?", dir, stateDir)
-}
-
-// etcFingerprint names what the copy of hostEtc with binds and the
-// generated files gen holds: every generated file, the binds, and each
-// copied entry's mode, size and modification time; for a copied directory
-// (ld.so.conf.d, python3…: a few files each) also each of its directories'
-// and regular files', since a file written in place changes its own time
-// and not its directory's. (A symlink is never changed in place: one added,
-// removed or replaced changes its directory's time.)
-func etcFingerprint(hostEtc string, binds []string, gen map[string]string) string {
-	h := sha256.New()
-	for _, name := range slices.Sorted(maps.Keys(gen)) {
-		fmt.Fprintf(h, "gen %s %q\n", name, gen[name])
-	}
-	for _, name := range slices.Concat(etcHostFiles, etcHostDirs) {
-		if slices.Contains(binds, name) {
-			fmt.Fprintf(h, "bind %s\n", name)
-			continue
-		}
-		root := filepath.Join(hostEtc, name)
-		fi, err := os.Lstat(root)
-		switch {
-		case err != nil: // not on this host: not copied
-		case fi.IsDir():
-			_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-				if err == nil && (d.IsDir() || d.Type().IsRegular()) {
-					if fi, err := d.Info(); err == nil {
-						fmt.Fprintf(h, "host %s %d %d %v\n", p[len(hostEtc):], fi.Size(), fi.ModTime().UnixNano(), fi.Mode())
-					}
-				}
-				return nil // an unreadable part: its directory's time still counts
-			})
-		default:
-			fmt.Fprintf(h, "host %s %d %d %v\n", name, fi.Size(), fi.ModTime().UnixNano(), fi.Mode())
-		}
-	}
-	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 
 // newEtc builds a copy in a temporary directory, locked (shared) before it
