@@ -60,7 +60,7 @@ func installInit(stateDir, src, dst string) error {
 		return fmt.Errorf("install init binary: %w", err)
 	}
 	for range 3 {
-		done, err := makeInitCopy(src, fi, filepath.Join(stateDir, name), dst)
+		done, err := makeInitCopy(src, name, filepath.Join(stateDir, name), dst)
 		if err != nil {
 			return err
 		}
@@ -89,18 +89,18 @@ func fingerprint(fi fs.FileInfo) string {
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 
-// makeInitCopy copies src (whose Stat was fi) to a temporary file beside
-// shared, links dst to it and renames it to shared, for the next runtimes;
-// dst holds its own link, so a runtime that removes shared meanwhile takes
-// nothing from this one. done is false, and nothing is installed, when src
-// changed while it was copied.
-func makeInitCopy(src string, fi fs.FileInfo, shared, dst string) (done bool, err error) {
+// makeInitCopy copies src (whose copy is named name) to a temporary file
+// beside shared, links dst to it and renames it to shared, for the next
+// runtimes; dst holds its own link, so a runtime that removes shared
+// meanwhile takes nothing from this one. done is false, and nothing is
+// installed, when src changed while it was copied.
+func makeInitCopy(src, name, shared, dst string) (done bool, err error) {
 	tmp := filepath.Join(filepath.Dir(shared), initCopyTmpPrefix+randomID())
 	defer os.Remove(tmp) // gone once renamed
 	if err := copyFile(src, tmp, 0o755); err != nil {
 		return false, fmt.Errorf("install init binary: copy %s: %w", src, err)
 	}
-	if now, err := os.Stat(src); err != nil || fingerprint(now) != fingerprint(fi) {
+	if now, err := os.Stat(src); err != nil || initCopyPrefix+fingerprint(now) != name {
 		return false, nil
 	}
 	if err := os.Link(tmp, dst); err != nil {
