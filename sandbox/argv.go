@@ -51,6 +51,15 @@ type BwrapSpec struct {
 	SeccompFD int
 	// InfoFD, when positive, makes bwrap report the sandbox's host pid.
 	InfoFD int
+	// Exec, when set, is what the sandbox runs instead of the init (a
+	// one-command sandbox whose limits a program of the host's /usr sets:
+	// see capExecArgv); the init binary is then not bound.
+	Exec []string
+	// BlockFD, when positive, makes bwrap wait for a byte on it before it
+	// runs the command (the runtime writes it once the sandbox is in its
+	// cgroup). Bubblewrap goes on at end of file too: the runtime kills it
+	// before it closes the pipe without that byte.
+	BlockFD int
 }
 
 // Argv returns the bubblewrap options and command (without the program
@@ -63,7 +72,7 @@ type BwrapSpec struct {
 // sandbox's own capped devpts and /dev/shm, the capped tmpfs directories at
 // /workspace and /tmp, the sandbox user, the seccomp filter; and the init
 // as the command (for a one-command sandbox, InitArgs make it set the
-// limits and become the command). It is a pure function. The runtime
+// limits and become the command), or Exec. It is a pure function. The runtime
 // hands the options to bubblewrap through `--args FD`, never on a command
 // line (they hold the environment); the command follows `--` on bwrap's
 // own command line, as bubblewrap requires.
@@ -95,7 +104,9 @@ func Argv(spec BwrapSpec) (options, command []string) {
 	for _, d := range writableDirs {
 		a = append(a, "--bind", spec.WritableDir+"/"+d.name, d.path)
 	}
-	a = append(a, "--ro-bind", spec.InitBinary, control.InitPath)
+	if len(spec.Exec) == 0 {
+		a = append(a, "--ro-bind", spec.InitBinary, control.InitPath)
+	}
 	a = append(a,
 		"--remount-ro", "/dev",
 		"--remount-ro", "/",
@@ -104,6 +115,12 @@ func Argv(spec BwrapSpec) (options, command []string) {
 	)
 	if spec.InfoFD > 0 {
 		a = append(a, "--info-fd", strconv.Itoa(spec.InfoFD))
+	}
+	if spec.BlockFD > 0 {
+		a = append(a, "--block-fd", strconv.Itoa(spec.BlockFD))
+	}
+	if len(spec.Exec) > 0 {
+		return a, slices.Clone(spec.Exec)
 	}
 	return a, append([]string{control.InitPath}, spec.InitArgs...)
 }

@@ -55,6 +55,7 @@ func TestArgv(t *testing.T) {
 		"--chdir", "/workspace",
 		"--seccomp", "3",
 	}
+	initBind := slices.Index(base, "/run/cs/rt-1/init") - 1 // --ro-bind INIT /.init
 	for _, tc := range []struct {
 		name        string
 		edit        func(*BwrapSpec)
@@ -66,6 +67,11 @@ func TestArgv(t *testing.T) {
 			append(slices.Clone(base), "--info-fd", "4"), []string{"/.init", control.InitMarker}},
 		{"OneCommand", func(s *BwrapSpec) { s.InitArgs = []string{control.ExecMarker, "4096", "--", "sh", "-c", "--setenv"} },
 			base, []string{"/.init", control.ExecMarker, "4096", "--", "sh", "-c", "--setenv"}},
+		{"CappedByPrlimit", func(s *BwrapSpec) {
+			s.Exec, s.BlockFD = []string{"/usr/bin/prlimit", "--nofile=64:64", "--core=0:0", "--", "sh", "-c", "--setenv"}, 5
+		},
+			slices.Concat(base[:initBind], base[initBind+3:], []string{"--block-fd", "5"}),
+			[]string{"/usr/bin/prlimit", "--nofile=64:64", "--core=0:0", "--", "sh", "-c", "--setenv"}},
 		{"EtcBinds", func(s *BwrapSpec) { s.EtcBinds = []string{"alternatives", "ssl/certs"} },
 			slices.Concat(base[:33], []string{"--ro-bind", "/etc/alternatives", "/etc/alternatives", "--ro-bind", "/etc/ssl/certs", "/etc/ssl/certs"}, base[33:]),
 			[]string{"/.init", control.InitMarker}},

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -30,6 +31,11 @@ func TestMain(m *testing.M) {
 	if os.Getenv(timedHelperEnv) != "" {
 		os.Exit(timedHelper())
 	}
+	// As codes-sandbox's main does: what this process inherited without
+	// close-on-exec (a shell's descriptors, say) reaches no program it
+	// starts, so that one-command sandboxes may start with prlimit (see
+	// inheritableDescriptors).
+	_ = unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC)
 	os.Exit(m.Run())
 }
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"openvibe.network/agentsandbox"
 )
 
@@ -64,4 +65,89 @@ func TestRun(t *testing.T) {
 			t.Fatal("Run with egress succeeded")
 		}
 	})
+}
+
+// TestRunCapsLimits: a one-command sandbox's command has the descriptor
+// limit, soft and hard, and no core dumps, whichever first process set
+// them (util-linux's prlimit, or the init's shim where the host has none),
+// sees no descriptor of the runtime's, and a command that cannot be run
+// exits as a shell's would.
+func TestRunCapsLimits(t *testing.T) {
+	for _, way := range []string{"prlimit", "init-shim"} {
+		t.Run(way, func(t *testing.T) {
+			rt := newRuntime(t, Config{Capacity: 1, MaxOpenFiles: 300})
+			switch {
+			case way == "init-shim":
+				rt.prlimit = ""
+			case rt.prlimit == "":
+				t.Fatalf("no usable %s on this host (util-linux)", prlimitPath)
+			}
+			for _, tc := range []struct {
+				name     string
+				argv     []string
+				wantCode int
+				wantOut  string
+			}{
+				{"FirstProcess", []string{"sh", "-c", "test -e /.init && echo init-shim || echo prlimit"}, 0, way + "\n"},
+				{"Limits", []string{"sh", "-c", "ulimit -n; ulimit -Hn; ulimit -c; ulimit -n 301 2>/dev/null || echo refused"}, 0, "300\n300\n0\nrefused\n"},
+				{"Descriptors", []string{"ls", "/proc/self/fd"}, 0, "0\n1\n2\n3\n"},
+				{"NotFound", []string{"no-such-command"}, 127, ""},
+				{"NotExecutable", []string{"/workspace"}, 126, ""},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					var out, errOut bytes.Buffer
+					res, rep, err := rt.Run(context.Background(), Options{}, tc.argv, nil, &out, &errOut)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if res.ExitCode != tc.wantCode || out.String() != tc.wantOut || !rep.Verified {
+						t.Fatalf("got exit %d %q (stderr %q), wipe %+v; want exit %d %q", res.ExitCode, out.String(), errOut.String(), rep, tc.wantCode, tc.wantOut)
+					}
+				})
+			}
+		})
+	}
+}
+
+// TestRunInheritableDescriptor: a descriptor of the runtime's process that
+// is not close-on-exec never reaches a one-command sandbox's command: the
+// run starts with the init's shim, which closes it, instead of prlimit.
+func TestRunInheritableDescriptor(t *testing.T) {
+	rt := newRuntime(t, Config{Capacity: 1})
+	fd, err := unix.Dup(2) // no close-on-exec
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	res, rep, err := rt.Run(context.Background(), Options{}, []string{"sh", "-c", "test -e /.init && echo init-shim; ls /proc/self/fd"}, nil, &out, &bytes.Buffer{})
+	unix.Close(fd)
+	if err != nil || res.ExitCode != 0 || !rep.Verified {
+		t.Fatalf("run: %v %+v %+v", err, res, rep)
+	}
+	if want := "init-shim\n0\n1\n2\n3\n"; out.String() != want {
+		t.Fatalf("got %q, want %q (descriptor %d inherited)", out.String(), want, fd)
+	}
+}
+
+// TestRunCancelledBeforeStart: a run whose context is already done fails
+// with the context's error, never runs its command and is wiped, on either
+// first process.
+func TestRunCancelledBeforeStart(t *testing.T) {
+	for _, way := range []string{"prlimit", "init-shim"} {
+		t.Run(way, func(t *testing.T) {
+			rt := newRuntime(t, Config{Capacity: 1})
+			if way == "init-shim" {
+				rt.prlimit = ""
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			for range 5 {
+				var out bytes.Buffer
+				_, rep, err := rt.Run(ctx, Options{}, []string{"echo", "ran"}, nil, &out, &bytes.Buffer{})
+				if !errors.Is(err, context.Canceled) || !rep.Verified || out.Len() != 0 {
+					t.Fatalf("run: %v, wipe %+v, output %q; want context.Canceled, a verified wipe and no output", err, rep, out.String())
+				}
+			}
+		})
+	}
 }

@@ -110,6 +110,7 @@ type Runtime struct {
 	dir     string   // this runtime's directory under StateDir
 	dirLock *os.File // held while the runtime lives (see removeStale)
 	init    string   // the copied init binary
+	prlimit string   // what sets a one-command sandbox's limits (findPrlimit); "": the init's shim
 	etcDir  string   // the /etc its sandboxes bind (see buildEtc)
 	// etcBinds are the host /etc directories bound over it (etcBinds).
 	etcBinds []string
@@ -168,7 +169,7 @@ func NewRuntime(cfg Config) (*Runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("new runtime: %w", err)
 	}
-	r := &Runtime{cfg: cfg, base: base, seccomp: prog, log: cfg.Logger, boxes: map[string]*sandboxState{},
+	r := &Runtime{cfg: cfg, base: base, seccomp: prog, prlimit: findPrlimit(prlimitPath), log: cfg.Logger, boxes: map[string]*sandboxState{},
 		janitor: make(chan struct{}, 1), janitorDone: make(chan struct{}),
 		poolWake: make(chan struct{}, 1), poolStop: make(chan struct{}), poolDone: make(chan struct{}),
 		poolChanged: make(chan struct{})}

@@ -102,6 +102,10 @@ func (r *Runtime) start(ctx context.Context, b *sandboxState) error {
 	}
 	defer p.close()
 	if err := r.enter(ctx, b, p); err != nil {
+		// Bubblewrap reads the go-ahead pipe's end of file as a go-ahead
+		// (--block-fd): it is killed, and gone, before the pipe is closed.
+		_ = b.cmd.Process.Kill()
+		<-b.exited
 		return err
 	}
 	if b.direct != nil {
@@ -113,8 +117,9 @@ func (r *Runtime) start(ctx context.Context, b *sandboxState) error {
 // enter reads the sandbox's pid from bubblewrap's info, moves bubblewrap and
 // the sandbox into the cgroup when they were not born in it (see launch),
 // opens the low ports when the sandbox has egress, and tells the init to go
-// on. The init (or the capped-exec shim of a one-command sandbox) waits for
-// that before it runs anything of the sandbox's, so every process that runs
+// on. The init (or, in a one-command sandbox, bubblewrap before it runs
+// prlimit, or the init's capped-exec shim) waits for that before it runs
+// anything of the sandbox's, so every process that runs
 // sandboxed code is in the cgroup from its first instruction; bubblewrap's
 // setup and the init's own start overlap a move (which, on cgroup v1, waits
 // for an RCU grace period).
@@ -325,10 +330,17 @@ func (r *Runtime) bwrapSpec(b *sandboxState) BwrapSpec {
 		InfoFD:      fdInfo,
 	}
 	spec.InitBinary, spec.InitArgs = r.init, []string{control.InitMarker}
-	if b.direct != nil {
-		// The init only caps the command's limits and becomes it.
+	if b.direct == nil {
+		return spec
+	}
+	maps.Copy(spec.Env, b.opts.Env)
+	if r.prlimit != "" && !inheritableDescriptors() {
+		// prlimit caps the command's limits and becomes it, once bubblewrap
+		// lets it run.
+		spec.Exec, spec.BlockFD = capExecArgv(r.prlimit, r.cfg.MaxOpenFiles, b.direct.argv), control.FDGo
+	} else {
+		// The init does, after the go-ahead byte.
 		spec.InitArgs = append([]string{control.ExecMarker, strconv.Itoa(r.cfg.MaxOpenFiles), "--"}, b.direct.argv...)
-		maps.Copy(spec.Env, b.opts.Env)
 	}
 	return spec
 }

@@ -42,9 +42,10 @@ const (
 // Descriptors the init inherits through bubblewrap (the runtime's
 // ExtraFiles; bubblewrap's own are 3, 4 and 6).
 const (
-	// FDGo is a pipe the init (or the capped-exec shim) reads one byte
-	// from before it runs anything of the sandbox's: the runtime writes it
-	// once it has moved the sandbox into its cgroup. The init starts
+	// FDGo is a pipe the init (or the capped-exec shim, or, for a
+	// one-command sandbox that prlimit starts, bubblewrap itself) reads one
+	// byte from before it runs anything of the sandbox's: the runtime writes
+	// it once it has moved the sandbox into its cgroup. The init starts
 	// meanwhile, so its start and bubblewrap's setup overlap the move.
 	FDGo = 5
 	// FDReady is a pipe the init writes one byte to, and closes, once it
