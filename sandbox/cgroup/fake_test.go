@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -136,10 +137,30 @@ func TestFakeV2EventsAndKill(t *testing.T) {
 	if ev != (Events{OOMKills: 1, PidsMax: 5}) {
 		t.Fatalf("events %+v, want {1 5}", ev)
 	}
+	// An empty group is left alone; one with a process is killed through
+	// cgroup.kill (the fake kernel empties it once that is written).
+	kill, procs := filepath.Join(dir, "cgroup.kill"), filepath.Join(dir, "cgroup.procs")
 	if err := g.Kill(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if got := readString(t, filepath.Join(dir, "cgroup.kill")); got != "1" {
+	if got := readString(t, kill); got != "" {
+		t.Fatalf("an empty group's cgroup.kill = %q, want it untouched", got)
+	}
+	if err := os.WriteFile(procs, []byte("4242\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	go func() {
+		for b, _ := os.ReadFile(kill); ctx.Err() == nil && strings.TrimSpace(string(b)) != "1"; b, _ = os.ReadFile(kill) {
+			time.Sleep(time.Millisecond)
+		}
+		_ = os.WriteFile(procs, nil, 0o644)
+	}()
+	if err := g.Kill(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := readString(t, kill); got != "1" {
 		t.Fatalf("cgroup.kill = %q, want 1", got)
 	}
 }

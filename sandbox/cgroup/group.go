@@ -98,6 +98,12 @@ func (g *Group) Exists() bool {
 // read, or when the calling process itself is in
 // the group (it refuses to kill itself).
 func (g *Group) Kill(ctx context.Context) error {
+	// An empty group stays empty: a process joins one only by forking from
+	// a process in it, or by being moved in, which its runtime alone does.
+	// (A sandbox whose command ended on its own is empty by now.)
+	if pids, err := g.Pids(); err == nil && len(pids) == 0 {
+		return nil
+	}
 	if g.h.version == 2 {
 		f := filepath.Join(g.dirs[0], "cgroup.kill")
 		if _, err := os.Stat(f); err == nil {
