@@ -102,10 +102,14 @@ func (r *Runtime) start(ctx context.Context, b *sandboxState) error {
 	}
 	defer p.close()
 	if err := r.enter(ctx, b, p); err != nil {
-		// Bubblewrap reads the go-ahead pipe's end of file as a go-ahead
-		// (--block-fd): it is killed, and gone, before the pipe is closed.
-		_ = b.cmd.Process.Kill()
-		<-b.exited
+		if b.direct != nil {
+			// Bubblewrap takes the go-ahead pipe's end of file for a
+			// go-ahead (--block-fd): it is killed, and gone, before the
+			// pipe is closed. (The init reads end of file as a failed
+			// start.)
+			_ = b.cmd.Process.Kill()
+			<-b.exited
+		}
 		return err
 	}
 	if b.direct != nil {
