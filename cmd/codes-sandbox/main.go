@@ -46,10 +46,28 @@ func main() {
 	// canary is in its environment for the self-test to look for.
 	_ = unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC)
 	_ = os.Setenv(canaryEnv, "canary-"+randomHex(16))
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interruptible(context.Background())
 	code := dispatch(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
+}
+
+// interruptible returns a context that ends at the first SIGINT or SIGTERM;
+// later ones are ignored (a run wipes its sandbox, a worker drains). The
+// handlers are put in place by a goroutine of its own: enabling a signal,
+// and disabling it again, waits for the Go runtime's signal thread (about a
+// millisecond each, a tenth of a one-off `run`), which the command need not
+// wait for. A signal before they are in place has its default effect, as it
+// has before main: the process ends, and the parent-death signal ends any
+// sandbox it started.
+func interruptible(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(parent)
+	go func() {
+		signalled, _ := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM) // never stopped: later signals stay ignored
+		<-signalled.Done()
+		cancel()
+	}()
+	return ctx, cancel
 }
 
 // dispatch is the whole command after the init check, in process: tests

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,10 +17,54 @@ import (
 
 // TestMain lets this test binary serve as the sandbox init, as main does.
 func TestMain(m *testing.M) {
+	if os.Getenv(asMainEnv) != "" {
+		main() // the program itself, as TestRunSignalled starts it
+	}
 	if code, ok := maybeInit(); ok {
 		os.Exit(code)
 	}
 	os.Exit(m.Run())
+}
+
+// asMainEnv makes this test binary run the program's main.
+const asMainEnv = "CODES_SANDBOX_TEST_AS_MAIN"
+
+// TestRunSignalled runs the program itself, `codes-sandbox run`, and sends
+// it SIGINT (Ctrl-C) once its command runs: it exits 130, saying that the
+// sandbox was killed and wiped, and the command is gone.
+func TestRunSignalled(t *testing.T) {
+	testenv.RequireSandbox(t)
+	marker := fmt.Sprintf("62.%09d", time.Now().Nanosecond()) // a unique sleep duration
+	cmd := exec.Command(os.Args[0], "run", "--", "sh", "-c", "echo started; exec sleep "+marker)
+	cmd.Env = append(os.Environ(), asMainEnv+"=1")
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if line != "started\n" {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		t.Fatalf("first line %q (%v), stderr %q", line, err, errb.String())
+	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	err = cmd.Wait()
+	if cmd.ProcessState.ExitCode() != 130 || !strings.Contains(errb.String(), "interrupted; the sandbox was killed and wiped") {
+		t.Fatalf("exit %v, stderr %q; want 130 and the sandbox wiped", err, errb.String())
+	}
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		if b, _ := os.ReadFile(p); strings.Contains(string(b), marker) {
+			t.Fatalf("the interrupted command survived: %s %q", p, b)
+		}
+	}
 }
 
 // cancelOn cancels once what was written contains want.
