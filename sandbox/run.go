@@ -35,6 +35,7 @@ func exitStatus(ps *os.ProcessState) int {
 // directRun is the command and standard streams of a one-command sandbox.
 type directRun struct {
 	argv   []string
+	first  firstProcess
 	stdin  io.Reader
 	stdout io.Writer
 	stderr io.Writer
@@ -67,7 +68,11 @@ func (r *Runtime) Run(ctx context.Context, opts Options, argv []string, stdin io
 	if err != nil {
 		return agentsandbox.ExecResult{}, WipeReport{}, err
 	}
-	b.direct = &directRun{argv: argv, stdin: stdin, stdout: stdout, stderr: stderr}
+	pathEnv, ok := opts.Env["PATH"]
+	if !ok {
+		pathEnv = baseEnv()["PATH"]
+	}
+	b.direct = &directRun{argv: argv, stdin: stdin, stdout: stdout, stderr: stderr, first: r.firstProcess(argv, pathEnv)}
 	sctx, cancel := context.WithTimeout(ctx, startTimeout)
 	err = r.start(sctx, b)
 	cancel()

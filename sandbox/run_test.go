@@ -68,27 +68,36 @@ func TestRun(t *testing.T) {
 }
 
 // TestRunCapsLimits: a one-command sandbox's command has the descriptor
-// limit, soft and hard, and no core dumps, whichever first process set
-// them (util-linux's prlimit, or the init's shim where the host has none),
-// sees no descriptor of the runtime's, and a command that cannot be run
-// exits as a shell's would.
+// limit, soft and hard, and no core dumps, whichever first process it
+// starts with (the command itself, its limits set by the runtime while
+// bubblewrap holds it; util-linux's prlimit; the init's shim where the host
+// has neither), sees no descriptor of the runtime's, and a command that
+// cannot be run exits as a shell's would (such a command never starts as
+// itself: in the "command" way it goes through the shim).
 func TestRunCapsLimits(t *testing.T) {
-	for _, way := range []string{"prlimit", "init-shim"} {
+	for _, way := range []string{"command", "prlimit", "init-shim"} {
 		t.Run(way, func(t *testing.T) {
 			rt := newRuntime(t, Config{Capacity: 1, MaxOpenFiles: 300})
 			switch {
-			case way == "init-shim":
+			case way == "command":
+				// Whatever does not start as the command itself goes
+				// through the shim, which /.init shows.
 				rt.prlimit = ""
+			case way == "init-shim":
+				rt.prlimit, rt.view = "", commandView{}
 			case rt.prlimit == "":
 				t.Fatalf("no usable %s on this host (util-linux)", prlimitPath)
+			default:
+				rt.view = commandView{}
 			}
+			first := map[string]string{"command": "no-init", "prlimit": "no-init", "init-shim": "init-shim"}[way]
 			for _, tc := range []struct {
 				name     string
 				argv     []string
 				wantCode int
 				wantOut  string
 			}{
-				{"FirstProcess", []string{"sh", "-c", "test -e /.init && echo init-shim || echo prlimit"}, 0, way + "\n"},
+				{"FirstProcess", []string{"sh", "-c", "test -e /.init && echo init-shim || echo no-init"}, 0, first + "\n"},
 				{"Limits", []string{"sh", "-c", "ulimit -n; ulimit -Hn; ulimit -c; ulimit -n 301 2>/dev/null || echo refused"}, 0, "300\n300\n0\nrefused\n"},
 				{"Descriptors", []string{"ls", "/proc/self/fd"}, 0, "0\n1\n2\n3\n"},
 				{"NotFound", []string{"no-such-command"}, 127, ""},
@@ -130,14 +139,17 @@ func TestRunInheritableDescriptor(t *testing.T) {
 }
 
 // TestRunCancelledBeforeStart: a run whose context is already done fails
-// with the context's error, never runs its command and is wiped, on either
-// first process.
+// with the context's error, never runs its command and is wiped, whichever
+// its first process.
 func TestRunCancelledBeforeStart(t *testing.T) {
-	for _, way := range []string{"prlimit", "init-shim"} {
+	for _, way := range []string{"command", "prlimit", "init-shim"} {
 		t.Run(way, func(t *testing.T) {
 			rt := newRuntime(t, Config{Capacity: 1})
-			if way == "init-shim" {
-				rt.prlimit = ""
+			switch way {
+			case "prlimit":
+				rt.view = commandView{}
+			case "init-shim":
+				rt.prlimit, rt.view = "", commandView{}
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			cancel()

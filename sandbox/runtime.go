@@ -111,7 +111,11 @@ type Runtime struct {
 	dirLock *os.File // held while the runtime lives (see removeStale)
 	init    string   // the copied init binary
 	prlimit string   // what sets a one-command sandbox's limits (findPrlimit); "": the init's shim
-	etcDir  string   // the /etc its sandboxes bind (see buildEtc)
+	// view is what the host sees of a one-command sandbox's files as they
+	// will be (see Runtime.firstProcess); the zero view in tests that
+	// start every such sandbox with prlimit or the shim.
+	view   commandView
+	etcDir string // the /etc its sandboxes bind (see buildEtc)
 	// etcBinds are the host /etc directories bound over it (etcBinds).
 	etcBinds []string
 	etcLock  *os.File // shared lock on etcDir, held while the runtime lives

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -121,8 +122,10 @@ func (r *Runtime) start(ctx context.Context, b *sandboxState) error {
 // enter reads the sandbox's pid from bubblewrap's info, moves bubblewrap and
 // the sandbox into the cgroup when they were not born in it (see launch),
 // opens the low ports when the sandbox has egress, and tells the init to go
-// on. The init (or, in a one-command sandbox, bubblewrap before it runs
-// prlimit, or the init's capped-exec shim) waits for that before it runs
+// on; in a one-command sandbox that starts as its command, it first sets
+// the command's limits (capLimits). The init (or, in a one-command sandbox,
+// bubblewrap before it becomes the command or prlimit, or the init's
+// capped-exec shim) waits for that before it runs
 // anything of the sandbox's, so every process that runs
 // sandboxed code is in the cgroup from its first instruction; bubblewrap's
 // setup and the init's own start overlap a move (which, on cgroup v1, waits
@@ -156,6 +159,13 @@ func (r *Runtime) enter(ctx context.Context, b *sandboxState, p *launchPipes) er
 	if b.opts.Egress {
 		if err := openLowPorts(st.ChildPid); err != nil {
 			return err
+		}
+	}
+	if b.direct != nil && b.direct.first == firstCommand {
+		// The sandbox's pid 1 waits on the go-ahead pipe, as bubblewrap's
+		// child, before it becomes the command (--as-pid-1).
+		if err := capLimits(st.ChildPid, b.slot.uid, r.cfg.MaxOpenFiles); err != nil {
+			return startError(ctx, b, err)
 		}
 	}
 	if _, err := p.goAhead.Write([]byte{1}); err != nil {
@@ -338,11 +348,16 @@ func (r *Runtime) bwrapSpec(b *sandboxState) BwrapSpec {
 		return spec
 	}
 	maps.Copy(spec.Env, b.opts.Env)
-	if r.prlimit != "" && !inheritableDescriptors() {
+	switch b.direct.first {
+	case firstCommand:
+		// The command itself, once the runtime set its limits (enter) and
+		// bubblewrap lets it run.
+		spec.Exec, spec.BlockFD = slices.Clone(b.direct.argv), control.FDGo
+	case firstPrlimit:
 		// prlimit caps the command's limits and becomes it, once bubblewrap
 		// lets it run.
 		spec.Exec, spec.BlockFD = capExecArgv(r.prlimit, r.cfg.MaxOpenFiles, b.direct.argv), control.FDGo
-	} else {
+	default:
 		// The init does, after the go-ahead byte.
 		spec.InitArgs = append([]string{control.ExecMarker, strconv.Itoa(r.cfg.MaxOpenFiles), "--"}, b.direct.argv...)
 	}

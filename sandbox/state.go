@@ -57,6 +57,7 @@ func (r *Runtime) prepareDir() error {
 		r.log.Warn("cannot remove the /etc copies no runtime uses; the next runtime tries again", "err", err)
 	}
 	r.links = usrLinks("/")
+	r.view = commandView{root: "/", links: r.links, etcBinds: r.etcBinds}
 	return nil
 }
 
