@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -63,7 +64,9 @@ func (r *Runtime) wipe(b *sandboxState, why string) WipeReport {
 func durationMS(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // removeAll kills b's processes and removes every part of it the runtime
-// made, returning what went wrong. Each step is safe to repeat.
+// made, returning what went wrong. Each step is safe to repeat. The host
+// directory and the cgroup are removed at once: each mostly waits for the
+// kernel (an unmount, a cgroup directory per hierarchy on v1).
 func removeAll(ctx context.Context, b *sandboxState) []string {
 	problems := killBox(ctx, b)
 	if b.detach != nil {
@@ -72,13 +75,17 @@ func removeAll(ctx context.Context, b *sandboxState) []string {
 	if b.control != nil {
 		b.control.Close()
 	}
+	var dirErr, groupErr error
+	var wg sync.WaitGroup
 	if b.dirMade {
-		if err := removeBoxDir(b.dir); err != nil {
-			problems = append(problems, err.Error())
-		}
+		wg.Go(func() { dirErr = removeBoxDir(b.dir) })
 	}
 	if b.group != nil {
-		if err := b.group.Remove(); err != nil {
+		groupErr = b.group.Remove()
+	}
+	wg.Wait()
+	for _, err := range []error{dirErr, groupErr} {
+		if err != nil {
 			problems = append(problems, err.Error())
 		}
 	}
@@ -140,30 +147,36 @@ func (r *Runtime) leftoversSettled(b *sandboxState) []string {
 }
 
 // leftovers lists what is left of b: processes of its uid or cgroup, its
-// cgroup directories, mounts under its host directory, the directory.
+// cgroup directories, mounts under its host directory, the directory. The
+// scan of /proc, the longest check, runs beside the others.
 func (r *Runtime) leftovers(b *sandboxState) []string {
-	var out []string
-	pids, err := uidProcesses(b.slot.uid)
+	var pids []int
+	var pidsErr error
+	var wg sync.WaitGroup
+	wg.Go(func() { pids, pidsErr = uidProcesses(b.slot.uid) })
+	var rest []string
+	if b.group != nil && b.group.Exists() {
+		rest = append(rest, "cgroup "+strings.Join(b.group.Paths(), ","))
+	}
+	mounts, err := mountsUnder(b.dir)
 	if err != nil {
-		out = append(out, "cannot list processes: "+err.Error())
+		rest = append(rest, "cannot read mounts: "+err.Error())
+	}
+	for _, m := range mounts {
+		rest = append(rest, "mount "+m)
+	}
+	if _, err := os.Lstat(b.dir); !errors.Is(err, fs.ErrNotExist) {
+		rest = append(rest, "directory "+b.dir)
+	}
+	wg.Wait()
+	var out []string
+	if pidsErr != nil {
+		out = append(out, "cannot list processes: "+pidsErr.Error())
 	}
 	for _, pid := range pids {
 		out = append(out, fmt.Sprintf("process %d of uid %d", pid, b.slot.uid))
 	}
-	if b.group != nil && b.group.Exists() {
-		out = append(out, "cgroup "+strings.Join(b.group.Paths(), ","))
-	}
-	mounts, err := mountsUnder(b.dir)
-	if err != nil {
-		out = append(out, "cannot read mounts: "+err.Error())
-	}
-	for _, m := range mounts {
-		out = append(out, "mount "+m)
-	}
-	if _, err := os.Lstat(b.dir); !errors.Is(err, fs.ErrNotExist) {
-		out = append(out, "directory "+b.dir)
-	}
-	return out
+	return append(out, rest...)
 }
 
 // mountsUnder returns the mount points in this process's mount table at or
