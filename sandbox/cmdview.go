@@ -77,15 +77,17 @@ func (v commandView) runnable(argv0, pathEnv string) bool {
 // execute bit (the sandbox's uid owns no host file), holding an ELF
 // program or a `#!` line whose interpreter is runnable.
 func (v commandView) executable(host string, depth int) bool {
-	fi, err := os.Stat(host)
-	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o001 == 0 {
-		return false
-	}
-	f, err := os.Open(host)
+	// One open, then the descriptor's own mode: never blocking (on a FIFO,
+	// say) and never following a link the lookup did not see.
+	f, err := os.OpenFile(host, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		return false
 	}
 	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o001 == 0 {
+		return false
+	}
 	var head [256]byte
 	n, _ := f.Read(head[:])
 	switch b := head[:n]; {
