@@ -49,7 +49,7 @@ func binaries(t *testing.T) string {
 		if buildErr != nil {
 			return
 		}
-		cmd := exec.Command("go", "build", "-o", binDir+"/", "../cmd/ovlive", "../cmd/codes-sandbox")
+		cmd := exec.Command("go", "build", "-o", binDir+"/", "../cmd/ovlive", "../cmd/codes-sandbox", "../cmd/codes-sandbox-worker")
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)

@@ -2,16 +2,11 @@ package inside
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
-	"os/exec"
 	"path"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -160,15 +155,6 @@ func (k *treeKiller) finish() string {
 	return k.reason
 }
 
-// exitCodeOf maps a start failure to the shell's codes: 127 not found, 126
-// not executable.
-func exitCodeOf(err error) int {
-	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
-		return 127
-	}
-	return 126
-}
-
 // workDir resolves an exec's working directory: empty is the workspace, a
 // relative path is under it, an absolute path must be within it.
 func workDir(cwd string) (string, error) {
@@ -180,24 +166,4 @@ func workDir(cwd string) (string, error) {
 		return "", fmt.Errorf("cwd %q: %w", cwd, err)
 	}
 	return path.Join(control.Workspace, rel), nil
-}
-
-// lookPath finds a program like the shell would, in the command's PATH.
-func lookPath(name string, env []string) (string, error) {
-	if strings.Contains(name, "/") {
-		return name, nil
-	}
-	pathEnv := ""
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
-			pathEnv = v
-		}
-	}
-	for _, dir := range filepath.SplitList(pathEnv) {
-		p := filepath.Join(dir, name)
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("%s: %w", name, exec.ErrNotFound)
 }

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	"openvibe.network/agentsandbox/inside/capexec"
 	"openvibe.network/agentsandbox/sandbox/control"
 )
 
@@ -62,11 +63,11 @@ func Run(hooks Hooks) int {
 	if err != nil {
 		return initFail("read spec", err)
 	}
-	if err := capSelf(spec.MaxOpenFiles); err != nil {
+	if err := capexec.CapSelf(spec.MaxOpenFiles); err != nil {
 		return initFail("cap limits", err)
 	}
 	reserveThreads(spareThreads)
-	if err := awaitGo(); err != nil {
+	if err := capexec.AwaitGo(); err != nil {
 		return initFail("wait for the runtime", err)
 	}
 	env := map[string]string{}

@@ -13,6 +13,7 @@ import (
 	"context"
 	"os"
 
+	"openvibe.network/agentsandbox/inside/capexec"
 	"openvibe.network/agentsandbox/sandbox/control"
 )
 
@@ -42,7 +43,7 @@ func MaybeRun(hooks Hooks) (code int, ok bool) {
 	case len(os.Args) == 2 && os.Args[1] == control.InitMarker:
 		return Run(hooks), true
 	case len(os.Args) > 2 && os.Args[1] == control.ExecMarker:
-		return runCappedExec(os.Args[2:]), true
+		return capexec.Run(os.Args[2:]), true
 	case len(os.Args) == 4 && os.Args[1] == control.ServeMarker:
 		return servePage(os.Args[2], os.Args[3]), true
 	}

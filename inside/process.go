@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"openvibe.network/agentsandbox/inside/capexec"
 	"openvibe.network/agentsandbox/sandbox/control"
 )
 
@@ -156,9 +157,9 @@ func (s *initServer) startProcess(req control.Request, background bool, extra ..
 	if req.TTY {
 		env = withDefault(env, "TERM", "xterm-256color")
 	}
-	prog, err := lookPath(req.Argv[0], env)
+	prog, err := capexec.LookPath(req.Argv[0], env)
 	if err != nil {
-		return nil, exitCodeOf(err), err
+		return nil, capexec.ExitCode(err), err
 	}
 	cmd := &exec.Cmd{Path: prog, Args: req.Argv, Env: env, Dir: dir, ExtraFiles: extra, SysProcAttr: &syscall.SysProcAttr{Setsid: true}}
 	ringSize := foregroundRing
@@ -179,7 +180,7 @@ func (s *initServer) startProcess(req control.Request, background bool, extra ..
 	streams.closeChild()
 	if err != nil {
 		streams.closeAll()
-		return nil, exitCodeOf(err), err
+		return nil, capexec.ExitCode(err), err
 	}
 	p.stdin, p.pty = streams.stdin, streams.pty
 	p.killer = &treeKiller{leader: cmd.Process.Pid}

@@ -262,14 +262,14 @@ func BenchmarkCreatePooled(b *testing.B) {
 }
 
 // BenchmarkCreateInit times Create with the inits a worker really runs,
-// alternating them: the worker binary re-executed (BENCH_CODES_SANDBOX) and
+// alternating them: the worker binary re-executed (BENCH_CODES_SANDBOX_WORKER) and
 // the lean codes-sandbox-init (BENCH_CODES_SANDBOX_INIT); BenchmarkCreate
 // runs this test binary as the init. scripts/bench-sandbox.sh builds both.
 func BenchmarkCreateInit(b *testing.B) {
 	testenv.RequireSandbox(b)
-	inits := []string{os.Getenv("BENCH_CODES_SANDBOX"), os.Getenv("BENCH_CODES_SANDBOX_INIT")}
+	inits := []string{os.Getenv("BENCH_CODES_SANDBOX_WORKER"), os.Getenv("BENCH_CODES_SANDBOX_INIT")}
 	if inits[0] == "" || inits[1] == "" {
-		b.Skip("BENCH_CODES_SANDBOX or BENCH_CODES_SANDBOX_INIT is not set (run scripts/bench-sandbox.sh)")
+		b.Skip("BENCH_CODES_SANDBOX_WORKER or BENCH_CODES_SANDBOX_INIT is not set (run scripts/bench-sandbox.sh)")
 	}
 	rts := make([]*Runtime, len(inits))
 	for i, bin := range inits {

@@ -98,12 +98,21 @@ func makeBoxDir(dir string, uid int, size int64, ptys int) (err error) {
 	return nil
 }
 
-// removeBoxDir unmounts every mount at or below dir (deepest first, lazily:
-// a mount still busy goes once its last user does) and removes the
-// directory, which then holds only empty mount points. A missing dir is
-// fine. It never descends into a file system it did not make: if a mount
-// cannot be undone, the error says so and the directory stays.
+// removeBoxDir unmounts the sandbox's file systems and removes dir, which
+// then holds only empty mount points; a missing dir is fine. One lazy
+// unmount of the tmpfs takes the devpts on it along (a mount still busy
+// goes once its last user does), without reading the mount table; only
+// when something else is mounted there does it unmount every mount the
+// table lists at or below dir, deepest first. It never descends into a file
+// system it did not make: if a mount cannot be undone, the error says so
+// and the directory stays.
 func removeBoxDir(dir string) error {
+	err := unix.Unmount(filepath.Join(dir, boxFS), unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW)
+	if err == nil || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOENT) {
+		if removeOwnTree(dir) == nil {
+			return nil
+		}
+	}
 	if err := unmountUnder(dir); err != nil {
 		return err
 	}

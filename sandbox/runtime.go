@@ -43,9 +43,9 @@ type Config struct {
 	Bwrap string
 	// InitBinary is the program started as the init inside each sandbox
 	// (default os.Executable(): this program, re-executed); it must call
-	// MaybeReexec first thing and be built from the same sources as this
+	// inside.MaybeRun first thing and be built from the same sources as this
 	// program. A small program that links little else starts faster, and
-	// every Create waits for it (codes-sandbox uses codes-sandbox-init).
+	// every Create waits for it (the worker uses codes-sandbox-init).
 	InitBinary string
 	// StateDir holds the runtime's files (default /run/codes-sandbox): a
 	// root-owned 0755 directory every parent of which others may traverse.
@@ -165,6 +165,13 @@ func NewRuntime(cfg Config) (*Runtime, error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("new runtime: must run as root (sandboxes use per-slot host uids and cgroups)")
 	}
+	// The scan of /proc for the uids that own processes, which the slots'
+	// uids must not be, runs beside the rest of the set-up.
+	owners := make(chan ownersScan, 1)
+	go func() {
+		busy, err := processOwners()
+		owners <- ownersScan{busy, err}
+	}()
 	base, err := cgroup.DetectAt(cgroup.Options{Parent: cfg.CgroupParent})
 	if err != nil {
 		return nil, fmt.Errorf("new runtime: %w", err)
@@ -182,7 +189,11 @@ func NewRuntime(cfg Config) (*Runtime, error) {
 		err = fmt.Errorf("state dir %s is too long for unix socket paths", r.cfg.StateDir)
 	}
 	if err == nil {
-		err = r.reserveSlots()
+		scan := <-owners
+		err = scan.err
+		if err == nil {
+			err = r.reserveSlots(scan.busy)
+		}
 	}
 	if err != nil {
 		r.releaseSlots()

@@ -118,15 +118,11 @@ const (
 
 // reserveSlots finds one free host uid per slot, and one for the
 // self-test's slot when the config keeps one: a uid whose lock file under
-// uidLockDir this process can lock and that owns no process (one scan of
-// /proc serves every slot).
-func (r *Runtime) reserveSlots() error {
+// uidLockDir this process can lock and that owns no process (busy: one scan
+// of /proc, processOwners, serves every slot).
+func (r *Runtime) reserveSlots(busy map[int]bool) error {
 	lockDir := uidLockDir
 	if err := os.MkdirAll(lockDir, 0o700); err != nil {
-		return fmt.Errorf("reserve uids: %w", err)
-	}
-	busy, err := processOwners()
-	if err != nil {
 		return fmt.Errorf("reserve uids: %w", err)
 	}
 	n := r.cfg.Capacity
@@ -208,8 +204,16 @@ func uidProcesses(uid int) ([]int, error) {
 // processOwners returns the set of uids that own a process.
 func processOwners() (map[int]bool, error) {
 	out := map[int]bool{}
-	err := eachProcess(func(_, owner int) { out[owner] = true })
-	return out, err
+	if err := eachProcess(func(_, owner int) { out[owner] = true }); err != nil {
+		return nil, fmt.Errorf("reserve uids: list processes: %w", err)
+	}
+	return out, nil
+}
+
+// ownersScan is processOwners' answer.
+type ownersScan struct {
+	busy map[int]bool
+	err  error
 }
 
 // eachProcess calls fn with every process's pid and owner uid.

@@ -6,9 +6,10 @@
 // Options map to the bubblewrap argv by a pure function (Argv); the Runtime
 // owns N slots and creates, executes in, copies files to and from, and wipes
 // sandboxes. Inside each sandbox runs a small init (this program's own
-// binary, re-executed; see MaybeReexec and RunInit) as the sandbox's pid 1,
-// which executes the commands it is sent over a unix socket. Runtime.Run
-// runs one command in a fresh sandbox without an init (codes-sandbox run).
+// binary, re-executed, or a lean one: see Config.InitBinary and package
+// inside) as the sandbox's pid 1, which executes the commands it is sent
+// over a unix socket. Runtime.Run runs one command in a fresh sandbox
+// without an init (codes-sandbox run).
 package sandbox
 
 import (

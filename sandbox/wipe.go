@@ -105,20 +105,16 @@ func killBox(ctx context.Context, b *sandboxState) []string {
 	if b.cmd != nil && b.cmd.Process != nil {
 		monitor = b.cmd.Process.Pid
 	}
-	if pids, err := b.group.Pids(); err == nil && monitor != 0 {
-		others := 0
-		for _, pid := range pids {
-			if pid != monitor {
-				others++
-				_ = syscall.Kill(pid, syscall.SIGKILL)
-			}
-		}
-		if others > 0 {
-			select {
-			case <-b.exited:
-			case <-time.After(2 * time.Second):
-			}
-		}
+	select {
+	case <-b.exited:
+		// Bubblewrap reaped the sandbox's pid 1, whose end killed and
+		// waited for every other process of its pid namespace: nothing is
+		// left to kill first (Kill still checks the whole cgroup).
+		monitor = 0
+	default:
+	}
+	if monitor != 0 {
+		killOthers(b, monitor)
 	}
 	if err := b.group.Kill(ctx); err != nil {
 		problems = append(problems, err.Error())
@@ -131,6 +127,28 @@ func killBox(ctx context.Context, b *sandboxState) []string {
 		}
 	}
 	return problems
+}
+
+// killOthers kills every process of b's cgroup but bubblewrap's monitor, and
+// waits a little for the monitor to exit once the sandbox's pid 1 is gone.
+func killOthers(b *sandboxState, monitor int) {
+	pids, err := b.group.Pids()
+	if err != nil {
+		return // Kill reads the group again, and says what is wrong
+	}
+	others := 0
+	for _, pid := range pids {
+		if pid != monitor {
+			others++
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	if others > 0 {
+		select {
+		case <-b.exited:
+		case <-time.After(2 * time.Second):
+		}
+	}
 }
 
 // leftoversSettled returns b's leftovers, rechecking for a little while as long as
@@ -148,7 +166,8 @@ func (r *Runtime) leftoversSettled(b *sandboxState) []string {
 
 // leftovers lists what is left of b: processes of its uid or cgroup, its
 // cgroup directories, mounts under its host directory, the directory. The
-// scan of /proc, the longest check, runs beside the others.
+// scan of /proc, the longest check, runs beside the others; the mount table
+// is read only when the directory is still there.
 func (r *Runtime) leftovers(b *sandboxState) []string {
 	var pids []int
 	var pidsErr error
@@ -158,14 +177,16 @@ func (r *Runtime) leftovers(b *sandboxState) []string {
 	if b.group != nil && b.group.Exists() {
 		rest = append(rest, "cgroup "+strings.Join(b.group.Paths(), ","))
 	}
-	mounts, err := mountsUnder(b.dir)
-	if err != nil {
-		rest = append(rest, "cannot read mounts: "+err.Error())
-	}
-	for _, m := range mounts {
-		rest = append(rest, "mount "+m)
-	}
+	// A mount can be left only under a directory that is: rmdir refuses
+	// a mount point.
 	if _, err := os.Lstat(b.dir); !errors.Is(err, fs.ErrNotExist) {
+		mounts, err := mountsUnder(b.dir)
+		if err != nil {
+			rest = append(rest, "cannot read mounts: "+err.Error())
+		}
+		for _, m := range mounts {
+			rest = append(rest, "mount "+m)
+		}
 		rest = append(rest, "directory "+b.dir)
 	}
 	wg.Wait()

@@ -152,3 +152,34 @@ func TestOnWipe(t *testing.T) {
 		t.Fatalf("heard %q, want %q", heard, want)
 	}
 }
+
+// TestWipeUnmountsWhatElseIsMounted: a wipe unmounts the sandbox's own file
+// systems without reading the mount table, and reads it only when
+// something else is mounted in the sandbox's host directory; then it
+// unmounts that too, and the wipe still verifies.
+func TestWipeUnmountsWhatElseIsMounted(t *testing.T) {
+	rt := newRuntime(t, Config{Capacity: 1})
+	info, err := rt.Create(context.Background(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := rt.boxPath(info.ID)
+	for _, p := range []string{dir + "/extra", dir + "/" + boxFS + "/workspace"} {
+		if err := os.MkdirAll(p, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Mount("tmpfs", p, "tmpfs", 0, "size=1m"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep, err := rt.Delete(context.Background(), info.ID)
+	if err != nil || !rep.Verified {
+		t.Fatalf("Delete: %v, verified %v, leftovers %q; want a verified wipe", err, rep.Verified, rep.Leftovers)
+	}
+	if mounts, err := mountsUnder(dir); err != nil || len(mounts) > 0 {
+		t.Fatalf("mounts left under %s: %q (%v)", dir, mounts, err)
+	}
+	if _, err := os.Lstat(dir); !os.IsNotExist(err) {
+		t.Fatalf("%s is left: %v", dir, err)
+	}
+}

@@ -22,13 +22,13 @@ cleanup() {
 trap cleanup EXIT
 git worktree add --detach "$tmp/base" "$base" >/dev/null 2>&1
 gobuild=$PWD/scripts/gobuild.sh # both sides built the same way, as they ship
-(cd "$tmp/base" && go test -c -o "$tmp/base.test" ./sandbox/ && "$gobuild" "$tmp/base-bin" ./cmd/codes-sandbox ./cmd/codes-sandbox-init)
+(cd "$tmp/base" && go test -c -o "$tmp/base.test" ./sandbox/ && "$gobuild" "$tmp/base-bin" ./cmd/codes-sandbox ./cmd/codes-sandbox-worker ./cmd/codes-sandbox-init)
 go test -c -o "$tmp/new.test" ./sandbox/
-"$gobuild" "$tmp/new-bin" ./cmd/codes-sandbox ./cmd/codes-sandbox-init
+"$gobuild" "$tmp/new-bin" ./cmd/codes-sandbox ./cmd/codes-sandbox-worker ./cmd/codes-sandbox-init
 echo "bench-ab: base $(git rev-parse --short "$base") vs working tree, $rounds rounds of ${n}x, $(nproc) cores, $(date -u +%Y-%m-%dT%H:%MZ), load $(cut -d' ' -f1-3 /proc/loadavg)"
 for r in $(seq "$rounds"); do
 	for side in base new; do
-		CI=true BENCH_CODES_SANDBOX="$tmp/$side-bin/codes-sandbox" BENCH_CODES_SANDBOX_INIT="$tmp/$side-bin/codes-sandbox-init" \
+		CI=true BENCH_CODES_SANDBOX="$tmp/$side-bin/codes-sandbox" BENCH_CODES_SANDBOX_WORKER="$tmp/$side-bin/codes-sandbox-worker" BENCH_CODES_SANDBOX_INIT="$tmp/$side-bin/codes-sandbox-init" \
 			"$tmp/$side.test" -test.run '^$' -test.bench '^Benchmark(Create|CreateInit|ExecTrue|Wipe)$' \
 			-test.benchtime "${n}x" -test.count 1 2>/dev/null |
 			awk -v side="$side" -v round="$r" '/^Benchmark/ {

@@ -25,11 +25,11 @@ export PATH=/usr/local/go/bin:$PATH
 n=${1:-200}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-scripts/gobuild.sh "$tmp" ./cmd/codes-sandbox ./cmd/codes-sandbox-init
+scripts/gobuild.sh "$tmp" ./cmd/codes-sandbox ./cmd/codes-sandbox-worker ./cmd/codes-sandbox-init
 echo "bench-sandbox: $n rounds, $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 go test -c -o "$tmp/sandbox.test" ./sandbox/
 mkdir -p /run/codes-sandbox
-BENCH_CODES_SANDBOX="$tmp/codes-sandbox" BENCH_CODES_SANDBOX_INIT="$tmp/codes-sandbox-init" CI=true \
+BENCH_CODES_SANDBOX="$tmp/codes-sandbox" BENCH_CODES_SANDBOX_WORKER="$tmp/codes-sandbox-worker" BENCH_CODES_SANDBOX_INIT="$tmp/codes-sandbox-init" CI=true \
 	unshare -m --propagation private sh -c 'mount -t tmpfs -o mode=755 tmpfs /run/codes-sandbox && cd sandbox && exec "$0" "$@"' \
 	"$tmp/sandbox.test" -test.run '^$' -test.bench '^Benchmark(OneOff|ExecTrue|Create|CreateInit|Wipe)$' -test.benchtime "${n}x" -test.count 1 |
 	tee "$tmp/out" | grep -E '^(Benchmark|PASS|FAIL|---)' || true

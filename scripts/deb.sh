@@ -36,7 +36,7 @@ mkdir -p "$STAGE"
 # Static, stripped binaries (scripts/gobuild.sh). codes-sandbox-init must
 # come from the same build as codes-sandbox, or the worker does not use it.
 GOBUILD_LDFLAGS="-X openvibe.network/agentsandbox/internal/buildinfo.version=$DEB_VERSION" \
-	scripts/gobuild.sh "$STAGE" ./cmd/codes-sandbox ./cmd/codes-sandbox-init ./cmd/ovlive
+	scripts/gobuild.sh "$STAGE" ./cmd/codes-sandbox ./cmd/codes-sandbox-worker ./cmd/codes-sandbox-init ./cmd/ovlive
 
 # changelog.Debian.gz: one entry for this build, dated by its commit (the
 # project's own history is CHANGELOG.md).

@@ -26,7 +26,7 @@ bwrap=$(command -v bwrap) || { echo "profile-run: bubblewrap is needed (apt-get 
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-GOBUILD_SYMBOLS=1 scripts/gobuild.sh "$tmp" ./cmd/codes-sandbox ./cmd/codes-sandbox-init
+GOBUILD_SYMBOLS=1 scripts/gobuild.sh "$tmp" ./cmd/codes-sandbox ./cmd/codes-sandbox-worker ./cmd/codes-sandbox-init
 cp "$bwrap" "$tmp/bwrap-raw"
 run=("$tmp/codes-sandbox" run -- /bin/true)
 raw=("$tmp/bwrap-raw" --unshare-all --die-with-parent --ro-bind /usr /usr

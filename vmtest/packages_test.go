@@ -102,6 +102,7 @@ for b in codes-sandbox ovlive; do
 	case $v in "$b $version "*) ;; *) fail "/usr/bin/$b --version: $v" ;; esac
 done
 [ -x /usr/bin/codes-sandbox-init ] || fail "no /usr/bin/codes-sandbox-init"
+[ -x /usr/bin/codes-sandbox-worker ] || fail "no /usr/bin/codes-sandbox-worker"
 id ovlive || fail "no user ovlive"
 [ "$(stat -c '%U %a' /var/lib/ovlive)" = "ovlive 700" ] || fail "/var/lib/ovlive: $(stat -c '%U %a' /var/lib/ovlive)"
 
@@ -176,7 +177,7 @@ rm -f /usr/sbin/policy-rc.d
 dpkg --purge codes-sandbox ovlive >/tmp/dpkg.log 2>&1 || { cat /tmp/dpkg.log; fail "dpkg --purge"; }
 gone ovlive.service
 t "dpkg --purge: ovlive stopped by its prerm, its cgroup gone"
-for f in /usr/bin/codes-sandbox /usr/bin/codes-sandbox-init /usr/bin/ovlive /lib/systemd/system/ovlive.service /etc/ovlive/ovlive.toml; do
+for f in /usr/bin/codes-sandbox /usr/bin/codes-sandbox-init /usr/bin/codes-sandbox-worker /usr/bin/ovlive /lib/systemd/system/ovlive.service /etc/ovlive/ovlive.toml; do
 	[ ! -e "$f" ] || fail "$f is left after dpkg --purge"
 done
 t "packages ok"

@@ -1,84 +1,48 @@
-// Command codes-sandbox is the sandbox worker of OpenVibe.Codes: it runs
-// agent code in bubblewrap sandboxes, guards their egress, proves its
-// isolation with a self-test and checks in with OpenVibe.Live.
+// Command codes-sandbox runs agent code in sandboxes. It is two programs
+// behind one name, split by the process each runs in:
 //
-// Its sandboxes run the lean codes-sandbox-init as their init when it lies
-// next to this binary from the same build, else this binary re-executed (see
-// initbin.go). One file per subcommand; main only dispatches.
+//   - `codes-sandbox run -- CMD` is served here, by a program that links
+//     the sandbox runtime and the standard library only (runcmd), so that a
+//     one-off sandbox does not pay for the worker's size: a program of a
+//     third of its size starts and exits about 1.4 ms sooner, a tenth of a
+//     run (docs/benchmarks.md).
+//   - Every other command (serve, selftest, checkin, egress, --help,
+//     --version) is the worker's: this program becomes (exec, same pid)
+//     codes-sandbox-worker, which must lie next to it, owned like it and
+//     from the same build (sibling.Exec; the worker checks the build).
 package main
 
 import (
-	"context"
-	"crypto/rand"
-	"encoding/hex"
+	"fmt"
 	"io"
-	"math"
 	"os"
-	"os/signal"
-	"syscall"
 
-	"golang.org/x/sys/unix"
-	"openvibe.network/agentsandbox/internal/buildinfo"
-	"openvibe.network/agentsandbox/internal/cli"
+	"openvibe.network/agentsandbox/inside/capexec"
+	"openvibe.network/agentsandbox/internal/runcmd"
+	"openvibe.network/agentsandbox/internal/sibling"
 )
 
-// commands are the subcommands, in the order the usage lists them.
-func commands() []cli.Command {
-	return []cli.Command{
-		{Name: "run", Summary: "run one command in a fresh sandbox", Run: runCmd},
-		{Name: "serve", Summary: "run the worker: API for Codes, egress proxy, self-test, check-in loop", Run: serveCmd},
-		{Name: "selftest", Summary: "prove each isolation fact in a real sandbox", Run: selftestCmd},
-		{Name: "checkin", Summary: "check in with Live once and print its answer", Run: checkinCmd},
-		{Name: "egress", Summary: "egress tools: `egress check HOST:PORT`", Run: egressCmd},
-	}
-}
-
-// canaryEnv names the variable the worker puts in its own environment at
-// start, with a random value the self-test must never find in a sandbox.
-const canaryEnv = "CODES_SANDBOX_CANARY"
+// workerName is the worker program (cmd/codes-sandbox-worker).
+const workerName = "codes-sandbox-worker"
 
 func main() {
-	if code, ok := maybeInit(); ok {
+	// This binary re-executed as a one-off sandbox's first process, when
+	// neither the command itself nor prlimit can be (sandbox.Runtime.Run).
+	if code, ok := capexec.MaybeRun(); ok {
 		os.Exit(code)
 	}
-	// This process's own state, set once before anything runs: descriptors
-	// it inherited without close-on-exec never reach a sandbox, and the
-	// canary is in its environment for the self-test to look for.
-	_ = unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC)
-	_ = os.Setenv(canaryEnv, "canary-"+randomHex(16))
-	ctx, stop := interruptible(context.Background())
-	code := dispatch(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
+	args := os.Args[1:]
+	if len(args) > 0 && args[0] == "run" {
+		os.Exit(runcmd.Main(args[1:]))
+	}
+	os.Exit(becomeWorker(args, os.Stderr))
 }
 
-// interruptible returns a context that ends at the first SIGINT or SIGTERM;
-// later ones are ignored (a run wipes its sandbox, a worker drains). The
-// handlers are put in place by a goroutine of its own: enabling a signal,
-// and disabling it again, waits for the Go runtime's signal thread (about a
-// millisecond each, a tenth of a one-off `run`), which the command need not
-// wait for. A signal before they are in place has its default effect, as it
-// has before main: the process ends, and the parent-death signal ends any
-// sandbox it started.
-func interruptible(parent context.Context) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(parent)
-	go func() {
-		signalled, _ := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM) // never stopped: later signals stay ignored
-		<-signalled.Done()
-		cancel()
-	}()
-	return ctx, cancel
-}
-
-// dispatch is the whole command after the init check, in process: tests
-// call it directly.
-func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	return cli.Program{Name: "codes-sandbox", Commands: commands(), Version: buildinfo.Read().String()}.Run(ctx, args, stdin, stdout, stderr)
-}
-
-// randomHex returns n random bytes in hex.
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
+// becomeWorker replaces this process with the worker, given args. It returns
+// only when it cannot, with the exit code, once it said why on stderr.
+func becomeWorker(args []string, stderr io.Writer) int {
+	err := sibling.Exec(workerName, args)
+	fmt.Fprintf(stderr, "codes-sandbox: every command but run is the worker's, and the worker cannot be started: %v\n"+
+		"(install %s next to this program, from the same build: make build, or reinstall the package)\n", err, workerName)
+	return 125
 }

@@ -2,48 +2,77 @@ package main
 
 import (
 	"bytes"
-	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
-	"openvibe.network/agentsandbox/internal/buildinfo"
+	"openvibe.network/agentsandbox/internal/testenv"
 )
 
-// TestDispatchFlags covers what every subcommand does before any work: -h
-// exits 0, a bad flag or a stray argument exits 2 with the usage.
-func TestDispatchFlags(t *testing.T) {
-	for _, tc := range []struct {
-		name             string
-		args             []string
-		wantCode         int
-		wantOut, wantErr string // substrings; "" means nothing
-	}{
-		{name: "Help", args: []string{"help"}, wantOut: "usage: codes-sandbox COMMAND"},
-		{name: "Version", args: []string{"--version"}, wantOut: "codes-sandbox " + buildinfo.Read().String()},
-		{name: "ErrNoCommand", args: nil, wantCode: 2, wantErr: "usage: codes-sandbox COMMAND"},
-		{name: "ErrUnknownCommand", args: []string{"nope"}, wantCode: 2, wantErr: `unknown command "nope"`},
-		{name: "RunHelp", args: []string{"run", "-h"}, wantOut: "usage: codes-sandbox run"},
-		{name: "ErrRunBadFlag", args: []string{"run", "--bogus"}, wantCode: 2, wantErr: "flag provided but not defined: -bogus"},
-		{name: "ServeHelp", args: []string{"serve", "--help"}, wantOut: "usage: codes-sandbox serve"},
-		{name: "ErrServeBadFlag", args: []string{"serve", "--bogus"}, wantCode: 2, wantErr: "flag provided but not defined: -bogus"},
-		{name: "ErrServeStrayArg", args: []string{"serve", "stray"}, wantCode: 2, wantErr: "codes-sandbox serve: unexpected arguments: stray"},
-		{name: "ErrServeUploadZero", args: []string{"serve", "--max-upload-mb", "0"}, wantCode: 2, wantErr: "--max-upload-mb is 0; give at least 1"},
-		{name: "ErrServeCapacityZero", args: []string{"serve", "--capacity", "0"}, wantCode: 2, wantErr: "--capacity is 0; give 1 to 4096"},
-		{name: "ErrSelftestMemoryZero", args: []string{"selftest", "--memory-mb", "0"}, wantCode: 2, wantErr: "--memory-mb is 0; give at least 16"},
-		{name: "ErrSelftestPids", args: []string{"selftest", "--pids", "4"}, wantCode: 2, wantErr: "--pids is 4; give at least 16"},
-		{name: "ErrSelftestBrowser", args: []string{"selftest", "--browser", "maybe"}, wantCode: 2, wantErr: `--browser is "maybe"; give auto, on or off`},
-		{name: "SelftestHelp", args: []string{"selftest", "--help"}, wantOut: "usage: codes-sandbox selftest"},
-		{name: "ErrSelftestStrayArg", args: []string{"selftest", "stray"}, wantCode: 2, wantErr: "usage: codes-sandbox selftest"},
-		{name: "CheckinHelp", args: []string{"checkin", "--help"}, wantOut: "usage: codes-sandbox checkin"},
-		{name: "ErrCheckinNoOnce", args: []string{"checkin"}, wantCode: 2, wantErr: "--once is required"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var out, errb bytes.Buffer
-			code := dispatch(context.Background(), tc.args, strings.NewReader(""), &out, &errb)
-			if code != tc.wantCode || (tc.wantOut == "") != (out.Len() == 0) || !strings.Contains(out.String(), tc.wantOut) ||
-				(tc.wantErr == "") != (errb.Len() == 0) || !strings.Contains(errb.String(), tc.wantErr) {
-				t.Fatalf("exit %d stdout %q stderr %q; want %d, %q and %q", code, out.String(), errb.String(), tc.wantCode, tc.wantOut, tc.wantErr)
-			}
-		})
+// TestLean guards the point of this command: it links the sandbox runtime,
+// the in-sandbox init and what they need, and nothing of the worker (no
+// API, proxy, metrics, check-in or schema engine).
+func TestLean(t *testing.T) {
+	testenv.OnlyDeps(t, []string{
+		"openvibe.network/agentsandbox", "openvibe.network/agentsandbox/cmd/codes-sandbox",
+		"openvibe.network/agentsandbox/sandbox", "openvibe.network/agentsandbox/sandbox/",
+		"openvibe.network/agentsandbox/inside/capexec", "openvibe.network/agentsandbox/internal/runcmd",
+		"openvibe.network/agentsandbox/internal/sibling", "openvibe.network/agentsandbox/internal/cli",
+		"openvibe.network/agentsandbox/internal/mountinfo", "openvibe.network/agentsandbox/internal/osthread",
+		"openvibe.network/agentsandbox/internal/unixsock", "golang.org/x/sys/", "golang.org/x/net/bpf",
+	}, "which `run` does not need (it belongs in codes-sandbox-worker)")
+}
+
+// TestBecomesWorker builds this program and the worker side by side and
+// checks that every command but run reaches the worker, and that a worker
+// that is missing or writable by others is refused with what to do.
+func TestBecomesWorker(t *testing.T) {
+	goBin := testenv.RequireBinary(t, "go", "install Go (make deps)")
+	dir := t.TempDir()
+	if out, err := exec.Command(goBin, "build", "-o", dir+"/", ".", "../codes-sandbox-worker").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	front, worker := filepath.Join(dir, "codes-sandbox"), filepath.Join(dir, workerName)
+	run := func(bin string, args ...string) (code int, stdout, stderr string) {
+		var out, errb bytes.Buffer
+		cmd := exec.Command(bin, args...)
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		_ = cmd.Run()
+		return cmd.ProcessState.ExitCode(), out.String(), errb.String()
+	}
+	_, want, _ := run(worker, "--version")
+	if code, got, _ := run(front, "--version"); code != 0 || got != want || want == "" {
+		t.Errorf("codes-sandbox --version: exit %d, %q; want 0 and the worker's %q", code, got, want)
+	}
+	for _, args := range [][]string{{"serve", "--help"}, {"help"}} {
+		if code, out, _ := run(front, args...); code != 0 || !strings.Contains(out, "usage: codes-sandbox") || !strings.Contains(out, "serve") {
+			t.Errorf("codes-sandbox %v: exit %d, stdout %q; want the worker's usage", args, code, out)
+		}
+	}
+	if code, out, _ := run(front, "run", "--help"); code != 0 || !strings.Contains(out, "usage: codes-sandbox run") {
+		t.Errorf("codes-sandbox run --help: exit %d, stdout %q", code, out)
+	}
+	// The worker checks that the program that started it is of its build.
+	cmd := exec.Command(worker, "--version")
+	cmd.Env = append(os.Environ(), "AGENTSANDBOX_CALLER_BUILD=go\tgo1.0\n")
+	if out, err := cmd.CombinedOutput(); cmd.ProcessState.ExitCode() != 125 || !strings.Contains(string(out), "from another build (Go go1.0") {
+		t.Errorf("the worker started by another build: %v, %q; want exit 125 and the difference", err, out)
+	}
+	if err := os.Chmod(worker, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errb := run(front, "serve", "--help"); code != 125 || !strings.Contains(errb, "writable by others") {
+		t.Errorf("with a worker writable by others: exit %d, stderr %q; want 125 and the reason", code, errb)
+	}
+	if err := os.Remove(worker); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errb := run(front, "serve"); code != 125 || !strings.Contains(errb, "install "+workerName+" next to this program") {
+		t.Errorf("without the worker: exit %d, stderr %q; want 125 and what to install", code, errb)
+	}
+	if code, out, _ := run(front, "run", "--help"); code != 0 || !strings.Contains(out, "usage: codes-sandbox run") {
+		t.Errorf("codes-sandbox run --help without the worker: exit %d, stdout %q; want run's usage", code, out)
 	}
 }

@@ -137,9 +137,13 @@ func TestFakeV2EventsAndKill(t *testing.T) {
 	if ev != (Events{OOMKills: 1, PidsMax: 5}) {
 		t.Fatalf("events %+v, want {1 5}", ev)
 	}
-	// An empty group is left alone; one with a process is killed through
-	// cgroup.kill (the fake kernel empties it once that is written).
-	kill, procs := filepath.Join(dir, "cgroup.kill"), filepath.Join(dir, "cgroup.procs")
+	// An empty group (its pids controller counts no task) is left alone;
+	// one with a process is killed through cgroup.kill (the fake kernel
+	// empties it once that is written).
+	kill, procs, count := filepath.Join(dir, "cgroup.kill"), filepath.Join(dir, "cgroup.procs"), filepath.Join(dir, "pids.current")
+	if err := os.WriteFile(count, []byte("0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if err := g.Kill(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -147,6 +151,9 @@ func TestFakeV2EventsAndKill(t *testing.T) {
 		t.Fatalf("an empty group's cgroup.kill = %q, want it untouched", got)
 	}
 	if err := os.WriteFile(procs, []byte("4242\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(count, []byte("1\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -16,6 +16,7 @@ import (
 	"syscall"
 
 	"openvibe.network/agentsandbox/internal/buildinfo"
+	"openvibe.network/agentsandbox/internal/runcmd"
 
 	"openvibe.network/agentsandbox"
 	"openvibe.network/agentsandbox/egress"
@@ -37,7 +38,7 @@ type stackFlags struct {
 	egressResolver string
 	egressDeny     listFlag
 	maxPolicy      int
-	limits         limitFlags
+	limits         runcmd.LimitFlags
 	cgroupParent   string
 	browser        string
 }
@@ -49,7 +50,7 @@ func (s *stackFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&s.maxOpenFiles, "max-open-files", sandbox.DefaultMaxOpenFiles, "descriptor limit of every sandbox process (64..1048576)")
 	fs.IntVar(&s.maxPtys, "max-ptys", sandbox.DefaultMaxPtys, "pseudo-terminals one sandbox may hold (1..1024)")
 	fs.IntVar(&s.pool, "pool", -1, "sandboxes to keep started ahead in free slots, so a create answers at once (0..capacity; default: the capacity)")
-	s.limits.register(fs, "every sandbox's default, and the most one may ask for")
+	s.limits.Register(fs, "every sandbox's default, and the most one may ask for")
 	fs.StringVar(&s.cgroupParent, "cgroup-parent", "",
 		"cgroup below each cgroup mount for the sandboxes' groups (default: on cgroup v2 under systemd, below the service's own delegated cgroup; else codes-sandbox)")
 	fs.StringVar(&s.egressResolver, "egress-resolver", "",
@@ -108,7 +109,7 @@ type stackConfig struct {
 // config checks the flags and returns the stack's config for capacity
 // slots; errors name the flag out of range.
 func (s *stackFlags) config(fc fileConfig, capacity int) (stackConfig, error) {
-	limits, err := s.limits.limits()
+	limits, err := s.limits.Limits()
 	if err != nil {
 		return stackConfig{}, err
 	}

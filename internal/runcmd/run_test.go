@@ -1,4 +1,4 @@
-package main
+package runcmd
 
 import (
 	"bufio"
@@ -12,21 +12,23 @@ import (
 	"testing"
 	"time"
 
+	"openvibe.network/agentsandbox/inside"
 	"openvibe.network/agentsandbox/internal/testenv"
 )
 
-// TestMain lets this test binary serve as the sandbox init, as main does.
+// TestMain lets this test binary serve as the sandbox init, as
+// cmd/codes-sandbox's main does, and as that program's run.
 func TestMain(m *testing.M) {
 	if os.Getenv(asMainEnv) != "" {
-		main() // the program itself, as TestRunSignalled starts it
+		os.Exit(Main(os.Args[2:])) // the program itself, as TestRunSignalled starts it
 	}
-	if code, ok := maybeInit(); ok {
+	if code, ok := inside.MaybeRun(inside.Hooks{}); ok {
 		os.Exit(code)
 	}
 	os.Exit(m.Run())
 }
 
-// asMainEnv makes this test binary run the program's main.
+// asMainEnv makes this test binary run the program's run (Main).
 const asMainEnv = "CODES_SANDBOX_TEST_AS_MAIN"
 
 // TestRunSignalled runs the program itself, `codes-sandbox run`, and sends
@@ -82,7 +84,7 @@ func (c *cancelOn) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func TestRunCmd(t *testing.T) {
+func TestRun(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		args       []string
@@ -114,7 +116,7 @@ func TestRunCmd(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			var out, errb bytes.Buffer
-			code := runCmd(ctx, tc.args, strings.NewReader(tc.stdin), &out, &errb)
+			code := Run(ctx, tc.args, strings.NewReader(tc.stdin), &out, &errb)
 			if code != tc.wantCode || out.String() != tc.wantStdout || !strings.Contains(errb.String(), tc.wantStderr) {
 				t.Fatalf("exit %d stdout %q stderr %q; want %d %q %q", code, out.String(), errb.String(), tc.wantCode, tc.wantStdout, tc.wantStderr)
 			}
@@ -132,7 +134,7 @@ func TestRunInterrupted(t *testing.T) {
 	out := &cancelOn{want: "started", cancel: cancel}
 	var errb bytes.Buffer
 	marker := fmt.Sprintf("61.%09d", time.Now().Nanosecond()) // a unique sleep duration
-	code := runCmd(ctx, []string{"--", "sh", "-c", "echo started; exec sleep " + marker}, strings.NewReader(""), out, &errb)
+	code := Run(ctx, []string{"--", "sh", "-c", "echo started; exec sleep " + marker}, strings.NewReader(""), out, &errb)
 	if code != 130 || !strings.Contains(errb.String(), "interrupted; the sandbox was killed and wiped") {
 		t.Fatalf("exit %d stderr %q", code, errb.String())
 	}

@@ -1,4 +1,4 @@
-package main
+package runcmd
 
 import (
 	"errors"
@@ -9,19 +9,21 @@ import (
 	"openvibe.network/agentsandbox"
 )
 
-// limitFlags are the sandbox limit flags of run and of the worker's stack
+// LimitFlags are the sandbox limit flags of run and of the worker's stack
 // (where they are every sandbox's default and the most one may ask for).
-type limitFlags struct{ l agentsandbox.Limits }
+type LimitFlags struct{ l agentsandbox.Limits }
 
-func (f *limitFlags) register(fs *flag.FlagSet, what string) {
+// Register defines --memory-mb, --disk-mb, --pids and --cpu-percent on fs,
+// with the defaults; what ends each flag's help, e.g. "of the sandbox".
+func (f *LimitFlags) Register(fs *flag.FlagSet, what string) {
 	fs.IntVar(&f.l.MemoryMB, "memory-mb", agentsandbox.DefaultMemoryMB, "memory limit in MB, files in the workspace included ("+what+")")
 	fs.IntVar(&f.l.DiskMB, "disk-mb", agentsandbox.DefaultDiskMB, "size in MB of the writable space: /workspace, /tmp and /dev/shm ("+what+")")
 	fs.IntVar(&f.l.Pids, "pids", agentsandbox.DefaultPids, "tasks (processes and threads) limit ("+what+")")
 	fs.IntVar(&f.l.CPUPercent, "cpu-percent", agentsandbox.DefaultCPUPercent, "CPU limit in percent of one core ("+what+")")
 }
 
-// limits returns the limits, or an error naming the flag out of range.
-func (f *limitFlags) limits() (agentsandbox.Limits, error) {
+// Limits returns the limits, or an error naming the flag out of range.
+func (f *LimitFlags) Limits() (agentsandbox.Limits, error) {
 	if err := f.l.Check(); err != nil {
 		var le *agentsandbox.LimitError
 		if errors.As(err, &le) {
@@ -51,11 +53,4 @@ func (e envFlags) Set(s string) error {
 	}
 	e[k] = v
 	return nil
-}
-
-// setFlags returns the names of the flags the command line gave.
-func setFlags(fs *flag.FlagSet) map[string]bool {
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	return set
 }

@@ -1,16 +1,38 @@
-package main
+// Package runcmd is `codes-sandbox run`: one command in a fresh sandbox,
+// with its standard streams passed through. It imports the sandbox runtime
+// and the standard library only, so that the program that serves it,
+// cmd/codes-sandbox, starts and exits in a fraction of the worker's time. It
+// also holds the sandbox limit flags, which the worker shares.
+package runcmd
 
 import (
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
+	"os"
 	"strings"
 
+	"golang.org/x/sys/unix"
 	"openvibe.network/agentsandbox"
 	"openvibe.network/agentsandbox/internal/cli"
 	"openvibe.network/agentsandbox/sandbox"
 )
+
+// Summary is the command's line in the program's usage.
+const Summary = "run one command in a fresh sandbox"
+
+// Main is the program when its command is run, args the arguments after
+// "run": it keeps every descriptor it inherited without close-on-exec from
+// reaching the sandbox, ends the run at the first SIGINT or SIGTERM, and
+// returns the exit code.
+func Main(args []string) int {
+	_ = unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC)
+	ctx, stop := cli.Interruptible(context.Background())
+	defer stop()
+	return Run(ctx, args, os.Stdin, os.Stdout, os.Stderr)
+}
 
 const runHelp = `Runs CMD in a fresh sandbox (no network, read-only OS, tmpfs /workspace,
 cgroup limits, time box), passes stdin, stdout and stderr through, wipes the
@@ -18,14 +40,15 @@ sandbox (also on Ctrl-C) and exits with CMD's exit code. When a limit ends
 CMD, the exit code is non-zero (137 when killed) and one line on stderr names
 the limit. Must run as root (the sandbox itself runs as an unprivileged uid).`
 
-// runCmd runs one command in a fresh sandbox; see runHelp.
-func runCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+// Run runs one command in a fresh sandbox, as `codes-sandbox run` with args
+// does, and returns the program's exit code; see runHelp.
+func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := cli.NewFlagSet("codes-sandbox run", "[flags] -- CMD [ARGS...]", runHelp)
 	env := envFlags{}
 	var o sandbox.Options
-	var lf limitFlags
+	var lf LimitFlags
 	fs.DurationVar(&o.TimeBox, "time-box", agentsandbox.DefaultTimeBox, "how long the sandbox may live (1s to 30m)")
-	lf.register(fs, "of the sandbox")
+	lf.Register(fs, "of the sandbox")
 	fs.Var(env, "env", "K=V added to the command's environment (repeatable)")
 	if code, ok := cli.Parse(fs, args, 0, -1, stdout, stderr); !ok {
 		return code
@@ -35,7 +58,7 @@ func runCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return 2
 	}
 	var err error
-	if o.Limits, err = lf.limits(); err != nil {
+	if o.Limits, err = lf.Limits(); err != nil {
 		fmt.Fprintf(stderr, "codes-sandbox run: %v\n", err)
 		return 2
 	}
@@ -45,7 +68,11 @@ func runCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	}
 	o.Env = env
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	rt, err := sandbox.NewRuntime(sandbox.Config{Capacity: 1, Logger: log, InitBinary: initBinary(log)})
+	// The init, needed only when the command cannot start as itself (see
+	// sandbox.Runtime.Run), is this program re-executed: its main runs
+	// inside.MaybeRun first, and it is smaller than the lean init, which
+	// carries the egress bridge that a one-off sandbox never has.
+	rt, err := sandbox.NewRuntime(sandbox.Config{Capacity: 1, Logger: log})
 	if err != nil {
 		fmt.Fprintf(stderr, "codes-sandbox run: %v\n", err)
 		return 125
