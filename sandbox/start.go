@@ -63,7 +63,7 @@ func (r *Runtime) start(ctx context.Context, b *sandboxState) error {
 		return err
 	}
 	b.dirMade = true
-	g, err := r.createGroup(b.id, cgroup.Limits{
+	g, err := r.createGroup(b, cgroup.Limits{
 		MemoryBytes: int64(o.Limits.MemoryMB) << 20,
 		Pids:        o.Limits.Pids,
 		CPUPercent:  o.Limits.CPUPercent,
@@ -119,18 +119,21 @@ func (r *Runtime) start(ctx context.Context, b *sandboxState) error {
 	return waitReady(ctx, p.ready, b)
 }
 
-// createGroup makes the cgroup of sandbox id with limits l: a directory
-// named by the sandbox in the runtime's own; or, in a runtime that holds one
-// sandbox at a time (one slot, no self-test slot, no pool: `codes-sandbox
-// run`), the runtime's own directory itself, which saves making and
-// removing a directory per hierarchy (on v1, five) on each run. Either way
+// createGroup makes b's cgroup with limits l: a directory named by the
+// sandbox in the runtime's own; or, for the one-command sandbox of a
+// runtime that holds one sandbox at a time (one slot, no self-test slot, no
+// pool: `codes-sandbox run`), the runtime's own directory itself, which saves
+// making and removing a directory per hierarchy (on v1, five). Either way
 // the runtime's name is the top of everything a runtime that dies leaves,
-// and the next runtime removes it by that name (removeStale).
-func (r *Runtime) createGroup(id string, l cgroup.Limits) (*cgroup.Group, error) {
-	if r.cfg.Capacity == 1 && !r.cfg.SelfTestSlot && r.cfg.Pool == 0 {
+// and the next runtime removes it by that name (removeStale). (Sandboxes
+// made by Create keep a directory of their own: making the runtime's
+// directory again just after the last wipe removed it cost a create about
+// a millisecond.)
+func (r *Runtime) createGroup(b *sandboxState, l cgroup.Limits) (*cgroup.Group, error) {
+	if b.direct != nil && r.cfg.Capacity == 1 && !r.cfg.SelfTestSlot && r.cfg.Pool == 0 {
 		return r.base.Create(r.name, l)
 	}
-	return r.cg.Create(id, l)
+	return r.cg.Create(b.id, l)
 }
 
 // enter reads the sandbox's pid from bubblewrap's info, moves bubblewrap and

@@ -22,7 +22,10 @@ cleanup() {
 trap cleanup EXIT
 git worktree add --detach "$tmp/base" "$base" >/dev/null 2>&1
 gobuild=$PWD/scripts/gobuild.sh # both sides built the same way, as they ship
-(cd "$tmp/base" && go test -c -o "$tmp/base.test" ./sandbox/ && "$gobuild" "$tmp/base-bin" ./cmd/codes-sandbox ./cmd/codes-sandbox-worker ./cmd/codes-sandbox-init)
+# A base from before the worker's own command (cmd/codes-sandbox-worker)
+# builds the commands it has: its benchmarks re-execute its codes-sandbox.
+(cd "$tmp/base" && go test -c -o "$tmp/base.test" ./sandbox/ &&
+	"$gobuild" "$tmp/base-bin" $(ls -d ./cmd/codes-sandbox ./cmd/codes-sandbox-worker ./cmd/codes-sandbox-init 2>/dev/null))
 go test -c -o "$tmp/new.test" ./sandbox/
 "$gobuild" "$tmp/new-bin" ./cmd/codes-sandbox ./cmd/codes-sandbox-worker ./cmd/codes-sandbox-init
 echo "bench-ab: base $(git rev-parse --short "$base") vs working tree, $rounds rounds of ${n}x, $(nproc) cores, $(date -u +%Y-%m-%dT%H:%MZ), load $(cut -d' ' -f1-3 /proc/loadavg)"

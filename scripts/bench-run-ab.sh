@@ -9,6 +9,7 @@
 # that what a run writes there costs what it costs in production; set
 # STATE_TMPFS=0 to keep them on the disk of /var/tmp instead. Needs root,
 # bubblewrap and cgroups. Build a side with: scripts/gobuild.sh DIR ./cmd/codes-sandbox ./cmd/codes-sandbox-init
+# (and ./cmd/codes-sandbox-worker, for a tree that has it; `run` does not use it)
 # Usage: [STATE_TMPFS=0] scripts/bench-run-ab.sh OLD_DIR NEW_DIR [N]   (default 30)
 set -euo pipefail
 old=${1:?usage: scripts/bench-run-ab.sh OLD_DIR NEW_DIR [N]}
