@@ -1,8 +1,9 @@
 // Package runcmd is `codes-sandbox run`: one command in a fresh sandbox,
-// with its standard streams passed through. It imports the sandbox runtime
-// and the standard library only, so that the program that serves it,
-// cmd/codes-sandbox, starts and exits in a fraction of the worker's time. It
-// also holds the sandbox limit flags, which the worker shares.
+// with its standard streams passed through. It imports the sandbox runtime,
+// internal/cli, x/sys/unix and the standard library only, so that the
+// program that serves it, cmd/codes-sandbox, starts and exits in a fraction
+// of the worker's time. It also holds the sandbox limit flags, which the
+// worker shares.
 package runcmd
 
 import (
