@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"maps"
 	"math"
@@ -53,7 +52,7 @@ type initServer struct {
 // sandbox is killed. It returns an exit code only when it cannot start.
 func Run(hooks Hooks) int {
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
-		return initFail("make the init undumpable", err)
+		return capexec.Fail("make the init undumpable", err)
 	}
 	holdSignals()
 	var spec control.InitSpec
@@ -61,14 +60,14 @@ func Run(hooks Hooks) int {
 	err := json.NewDecoder(io.LimitReader(specFile, maxSpec)).Decode(&spec)
 	specFile.Close()
 	if err != nil {
-		return initFail("read spec", err)
+		return capexec.Fail("read spec", err)
 	}
 	if err := capexec.CapSelf(spec.MaxOpenFiles); err != nil {
-		return initFail("cap limits", err)
+		return capexec.Fail("cap limits", err)
 	}
 	reserveThreads(spareThreads)
 	if err := capexec.AwaitGo(); err != nil {
-		return initFail("wait for the runtime", err)
+		return capexec.Fail("wait for the runtime", err)
 	}
 	env := map[string]string{}
 	for _, kv := range os.Environ() {
@@ -87,11 +86,11 @@ func Run(hooks Hooks) int {
 	proxy := ""
 	if spec.Egress {
 		if hooks.Bridge == nil {
-			return initFail("start egress bridge", errors.New("this program has no egress bridge"))
+			return capexec.Fail("start egress bridge", errors.New("this program has no egress bridge"))
 		}
 		benv, err := hooks.Bridge(ctx, "/proc/self/fd/"+strconv.Itoa(control.FDEgress), true)
 		if err != nil {
-			return initFail("start egress bridge", err)
+			return capexec.Fail("start egress bridge", err)
 		}
 		maps.Copy(env, benv)
 		proxy = proxyOf(benv)
@@ -99,17 +98,17 @@ func Run(hooks Hooks) int {
 	maps.Copy(env, spec.Env)
 	ws, err := os.Open(control.Workspace)
 	if err != nil {
-		return initFail("open workspace", err)
+		return capexec.Fail("open workspace", err)
 	}
 	ctlFile := os.NewFile(control.FDControl, "control")
 	ln, err := net.FileListener(ctlFile)
 	ctlFile.Close() // FileListener holds its own copy
 	if err != nil {
-		return initFail("control socket", err)
+		return capexec.Fail("control socket", err)
 	}
 	ready := os.NewFile(control.FDReady, "ready")
 	if _, err := ready.Write([]byte{'R'}); err != nil {
-		return initFail("signal ready", err)
+		return capexec.Fail("signal ready", err)
 	}
 	_ = ready.Close()
 	s := &initServer{env: env, workspace: ws, reaper: rp, procs: newTable(), proxy: proxy}
@@ -117,7 +116,7 @@ func Run(hooks Hooks) int {
 		c, err := ln.Accept()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
-				return initFail("accept", err)
+				return capexec.Fail("accept", err)
 			}
 			time.Sleep(acceptPause) // out of descriptors: the runtime retries
 			continue
@@ -144,11 +143,6 @@ func holdSignals() {
 		for range ch {
 		}
 	}()
-}
-
-func initFail(op string, err error) int {
-	fmt.Fprintf(os.Stderr, "sandbox init: %s: %v\n", op, err)
-	return 126
 }
 
 // handler runs one operation: req, then the client's frames on fr; it

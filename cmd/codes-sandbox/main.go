@@ -1,11 +1,11 @@
 // Command codes-sandbox runs agent code in sandboxes. It is two programs
 // behind one name, split by the process each runs in:
 //
-//   - `codes-sandbox run -- CMD` is served here, by a program that links
-//     the sandbox runtime and the standard library only (runcmd), so that a
-//     one-off sandbox does not pay for the worker's size: a program of a
-//     third of its size starts and exits about 1.4 ms sooner, a tenth of a
-//     run (docs/benchmarks.md).
+//   - `codes-sandbox run -- CMD` is served here (runcmd), by a program that
+//     links only the sandbox runtime, the capped-exec shim (inside/capexec)
+//     and what they need, so that a one-off sandbox does not pay for the
+//     worker's size: at a third of it, a run is about a tenth faster
+//     (docs/benchmarks.md).
 //   - Every other command (serve, selftest, checkin, egress, --help,
 //     --version) is the worker's: this program becomes (exec, same pid)
 //     codes-sandbox-worker, which must lie next to it, owned like it and

@@ -68,17 +68,17 @@ func CapSelf(maxFiles int) error {
 // an exit code only when it cannot (127: not found, 126: not executable).
 func Run(args []string) int {
 	if len(args) < 3 || args[1] != "--" {
-		return fail("exec", fmt.Errorf("usage: %s MAX_FILES -- COMMAND", control.ExecMarker))
+		return Fail("exec", fmt.Errorf("usage: %s MAX_FILES -- COMMAND", control.ExecMarker))
 	}
 	n, err := strconv.Atoi(args[0])
 	if err != nil {
-		return fail("exec", err)
+		return Fail("exec", err)
 	}
 	if err := CapSelf(n); err != nil {
-		return fail("cap limits", err)
+		return Fail("cap limits", err)
 	}
 	if err := AwaitGo(); err != nil {
-		return fail("wait for the runtime", err)
+		return Fail("wait for the runtime", err)
 	}
 	// Nothing but the standard streams reaches the command: not what
 	// bubblewrap left open, not this program's own.
@@ -106,8 +106,10 @@ func AwaitGo() error {
 	return nil
 }
 
-// fail reports a failed start the way the init does, and returns 126.
-func fail(op string, err error) int {
+// Fail reports a failed start of the sandbox's first process (the shim or
+// the init) on stderr, which the runtime shows, and returns its exit code,
+// 126.
+func Fail(op string, err error) int {
 	fmt.Fprintf(os.Stderr, "sandbox init: %s: %v\n", op, err)
 	return 126
 }

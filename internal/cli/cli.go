@@ -1,8 +1,8 @@
 // Package cli dispatches a program's subcommands and parses their flags:
 // one table of commands (Program), exit code 2 for a usage error (the
-// reason and the usage on stderr), 0 for help (on stdout), --version. Every
-// command of this module (codes-sandbox, ovlive, ovcontracts) is built on
-// it.
+// reason and the usage on stderr), 0 for help (on stdout), --version, and a
+// context that ends at SIGINT or SIGTERM (Interruptible). Every command of
+// this module (codes-sandbox, ovlive, ovcontracts) is built on it.
 package cli
 
 import (

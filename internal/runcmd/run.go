@@ -69,10 +69,11 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	o.Env = env
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	// The init, needed only when the command cannot start as itself (see
-	// sandbox.Runtime.Run), is this program re-executed: its main runs
-	// inside.MaybeRun first, and it is smaller than the lean init, which
-	// carries the egress bridge that a one-off sandbox never has.
+	// The sandbox's first process, when neither the command itself nor
+	// prlimit can be (see sandbox.Runtime.Run), is this program re-executed
+	// as the capped-exec shim: its main runs capexec.MaybeRun first. It is
+	// smaller than the lean init, which carries the egress bridge that a
+	// one-off sandbox never has.
 	rt, err := sandbox.NewRuntime(sandbox.Config{Capacity: 1, Logger: log})
 	if err != nil {
 		fmt.Fprintf(stderr, "codes-sandbox run: %v\n", err)

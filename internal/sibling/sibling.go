@@ -26,11 +26,10 @@ const callerBuildEnv = "AGENTSANDBOX_CALLER_BUILD"
 // information (debug/buildinfo.ReadFile). Errors say what is wrong; a
 // missing file is fs.ErrNotExist.
 func Find(name string, read func(string) (*debug.BuildInfo, error)) (string, error) {
-	self, info, err := own()
+	self, info, p, err := beside(name)
 	if err != nil {
 		return "", err
 	}
-	p := filepath.Join(filepath.Dir(self), name)
 	if err := Usable(self, info, p, read); err != nil {
 		return "", err
 	}
@@ -42,11 +41,10 @@ func Find(name string, read func(string) (*debug.BuildInfo, error)) (string, err
 // program itself: it must call CheckCaller first thing in main. It returns
 // only with the reason it could not; a missing file is fs.ErrNotExist.
 func Exec(name string, args []string) error {
-	self, info, err := own()
+	self, info, p, err := beside(name)
 	if err != nil {
 		return err
 	}
-	p := filepath.Join(filepath.Dir(self), name)
 	if err := Owned(self, p); err != nil {
 		return err
 	}
@@ -84,17 +82,17 @@ func CheckCaller() error {
 	return nil
 }
 
-// own returns the running program's path and build information.
-func own() (string, *debug.BuildInfo, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return "", nil, fmt.Errorf("find own binary: %w", err)
+// beside returns the running program's path and build information, and the
+// path of the program name in its directory.
+func beside(name string) (self string, info *debug.BuildInfo, path string, err error) {
+	if self, err = os.Executable(); err != nil {
+		return "", nil, "", fmt.Errorf("find own binary: %w", err)
 	}
 	info, ok := debug.ReadBuildInfo()
 	if !ok {
-		return "", nil, errors.New("this binary has no build information")
+		return "", nil, "", errors.New("this binary has no build information")
 	}
-	return self, info, nil
+	return self, info, filepath.Join(filepath.Dir(self), name), nil
 }
 
 // Usable checks that the program at path may be trusted as self's sibling:
