@@ -9,10 +9,14 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"os/exec"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"openvibe.network/agentsandbox/internal/tunnel"
 )
 
 // Environment of TestCompareProxies (scripts/bench-egress.sh sets it).
@@ -22,6 +26,7 @@ const (
 	envUploadMiB   = "AGENTSANDBOX_COMPARE_UPLOAD_MIB"
 	envRounds      = "AGENTSANDBOX_COMPARE_ROUNDS"
 	envRequests    = "AGENTSANDBOX_COMPARE_REQUESTS"
+	envChild       = "AGENTSANDBOX_COMPARE_CHILD" // set by TestCompareProxies for TestCompareProxyProcess
 )
 
 func envInt(name string, def int) int {
@@ -55,23 +60,25 @@ func TestCompareProxies(t *testing.T) {
 	upload := int64(envInt(envUploadMiB, 1024)) << 20
 	rounds, requests := envInt(envRounds, 5), envInt(envRequests, 2000)
 
-	tp := newTestProxy(t, func(c *ProxyConfig) { c.Logger = nil })
-	br := startTestBridge(t, tp, false)
 	sinkAddr, done := sink(t)
-	tp.dial.set(netip.AddrPortFrom(publicV4, 443), sinkAddr)
 	page := smallServer(t)
-	tp.dial.set(netip.AddrPortFrom(publicV4, 80), page)
+	pp := proxyProcess(t, sinkAddr, page)
 
 	sides := []side{
 		{name: "direct", connect: func(tb testing.TB) net.Conn { return dialTB(tb, "tcp4", sinkAddr) },
 			client: keepAlive(nil, nil), url: "http://" + page + "/small"},
-		{name: "ours", connect: func(tb testing.TB) net.Conn { return connectVia(tb, "unix", tp.socket, "public.test:443") },
+		{name: "ours", connect: func(tb testing.TB) net.Conn { return connectVia(tb, "unix", pp.socket, "public.test:443") },
 			client: keepAlive(mustURL("http://proxy.invalid"), func(ctx context.Context) (net.Conn, error) {
 				var d net.Dialer
-				return d.DialContext(ctx, "unix", tp.socket)
+				return d.DialContext(ctx, "unix", pp.socket)
 			}), url: "http://public.test/small"},
-		{name: "ours-bridge", connect: func(tb testing.TB) net.Conn { return connectVia(tb, "tcp4", br.ProxyAddr(), "public.test:443") },
-			client: keepAlive(mustURL("http://"+br.ProxyAddr()), nil), url: "http://public.test/small"},
+		{name: "ours-bridge", connect: func(tb testing.TB) net.Conn { return connectVia(tb, "tcp4", pp.bridge, "public.test:443") },
+			client: keepAlive(mustURL("http://"+pp.bridge), nil), url: "http://public.test/small"},
+		{name: "splice-relay", connect: func(tb testing.TB) net.Conn { return dialTB(tb, "tcp4", pp.relaySink) },
+			client: keepAlive(nil, func(ctx context.Context) (net.Conn, error) {
+				var d net.Dialer
+				return d.DialContext(ctx, "tcp4", pp.relayPage)
+			}), url: "http://" + page + "/small"},
 	}
 	if smokescreen != "" {
 		sides = append(sides, side{name: "smokescreen",
@@ -106,6 +113,79 @@ func TestCompareProxies(t *testing.T) {
 		fmt.Printf("%-12s upload median %7.0f MiB/s  %.2fx direct (per-round ratios %s)   GET p50 %6.0f µs  added %+5.0f µs\n",
 			s.name, m, m/direct, ratios(rates[s.name], rates["direct"]), us(l), us(l-directLat))
 	}
+}
+
+// proxyAddrs are where the proxy's process serves: the sandbox's socket,
+// the bridge, and the bare relays to the sink and to the page.
+type proxyAddrs struct {
+	socket, bridge, relaySink, relayPage string
+}
+
+// proxyProcess starts this test binary again as TestCompareProxyProcess:
+// the proxy and its bridge in a process of their own, as the worker runs
+// them (and as smokescreen runs), so that they do not share the client's Go
+// scheduler; their "public" destinations on ports 443 and 80 are sinkAddr
+// and page. Beside them it runs a bare relay to each (tunnel.Join of an
+// accepted connection and one dialled to the destination, nothing else):
+// the least any relay in a process of its own costs here. The process ends
+// with the test.
+func proxyProcess(tb testing.TB, sinkAddr, page string) proxyAddrs {
+	tb.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestCompareProxyProcess$", "-test.count", "1")
+	cmd.Env = append(os.Environ(), envChild+"="+sinkAddr+" "+page)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		stdin.Close()
+		_ = cmd.Wait()
+	})
+	var pa proxyAddrs
+	if _, err := fmt.Fscan(stdout, &pa.socket, &pa.bridge, &pa.relaySink, &pa.relayPage); err != nil {
+		tb.Fatalf("the proxy's process did not start: %v", err)
+	}
+	go io.Copy(io.Discard, stdout)
+	pa.socket = strings.Replace(pa.socket, "/proc/self/", fmt.Sprintf("/proc/%d/", cmd.Process.Pid), 1)
+	return pa
+}
+
+// TestCompareProxyProcess is the proxy's process of TestCompareProxies (see
+// proxyProcess): it prints where it serves and ends when its standard input
+// does.
+func TestCompareProxyProcess(t *testing.T) {
+	sinkAddr, page, ok := strings.Cut(os.Getenv(envChild), " ")
+	if !ok {
+		t.Skip("the proxy's process of TestCompareProxies, started by it")
+	}
+	tp := newTestProxy(t, func(c *ProxyConfig) { c.Logger = nil })
+	br := startTestBridge(t, tp, false)
+	tp.dial.set(netip.AddrPortFrom(publicV4, 443), sinkAddr)
+	tp.dial.set(netip.AddrPortFrom(publicV4, 80), page)
+	fmt.Println(tp.socket, br.ProxyAddr(), relay(t, sinkAddr), relay(t, page))
+	_, _ = io.Copy(io.Discard, os.Stdin)
+}
+
+// relay serves a loopback port whose every connection is joined to a new
+// one to target, and returns its address.
+func relay(tb testing.TB, target string) string {
+	return listenLoopback(tb, func(c net.Conn) {
+		defer c.Close()
+		up, err := net.Dial("tcp4", target)
+		if err != nil {
+			return
+		}
+		defer up.Close()
+		tunnel.Join(c, up, 0)
+	})
 }
 
 func lastOf(rates map[string][]float64, sides []side) string {

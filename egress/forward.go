@@ -75,7 +75,12 @@ type session struct {
 	lr    *io.LimitedReader // bounds each request header (nil in a tunnel)
 	fixed *Verdict          // the tunnel's checked destination
 	up    *upstream
+	bw    *bufio.Writer // the responses to the client, made on the first
 }
+
+// responseBuffer is the size of the buffer a response is written to the
+// client through.
+const responseBuffer = 8 << 10
 
 // upstream is a kept-alive connection to one checked destination.
 type upstream struct {
@@ -199,7 +204,7 @@ func (s *session) serveOne(req *http.Request, host hostHeader) bool {
 	resp.ProtoMajor, resp.ProtoMinor = 1, 1
 	rec.status = resp.StatusCode
 	before := s.up.m.read
-	err := resp.Write(s.c)
+	err := s.writeResponse(resp)
 	rec.down += s.up.m.read - before
 	if err != nil || upClose {
 		s.up.close(s.a) // the next request dials again
@@ -207,6 +212,52 @@ func (s *session) serveOne(req *http.Request, host hostHeader) bool {
 	}
 	return err == nil && keep
 }
+
+// writeResponse passes resp to the client through s.bw, so that its status
+// line, header and whatever of its body has already arrived leave in one
+// write (Response.Write alone makes one for each piece of each header line,
+// and the client may wake for each): before any read of the body that
+// could wait on the upstream, what is buffered is sent, so a streamed body
+// reaches the client as it comes.
+func (s *session) writeResponse(resp *http.Response) error {
+	if s.bw == nil {
+		s.bw = bufio.NewWriterSize(s.c, responseBuffer)
+	}
+	if resp.Body != nil && resp.Body != http.NoBody {
+		var ready func() int // how much a read could take without waiting: nil when unknown
+		if !chunked(resp.TransferEncoding) {
+			ready = s.up.br.Buffered
+		}
+		resp.Body = flushFirst{ReadCloser: resp.Body, w: s.bw, ready: ready}
+	}
+	if err := resp.Write(writerOnly{s.bw}); err != nil {
+		return err
+	}
+	return s.bw.Flush()
+}
+
+// flushFirst is a response body that flushes w before a read that could
+// wait: always, unless ready says that the reader holds bytes already.
+type flushFirst struct {
+	io.ReadCloser
+	w     *bufio.Writer
+	ready func() int
+}
+
+func (f flushFirst) Read(p []byte) (int, error) {
+	if f.w.Buffered() > 0 && (f.ready == nil || f.ready() == 0) {
+		if err := f.w.Flush(); err != nil {
+			return 0, err
+		}
+	}
+	return f.ReadCloser.Read(p)
+}
+
+// writerOnly hides a bufio.Writer's ReadFrom, which reads into its own
+// buffer: a flushFirst read must never run while that buffer is lent out.
+type writerOnly struct{ w io.Writer }
+
+func (w writerOnly) Write(p []byte) (int, error) { return w.w.Write(p) }
 
 // target is the destination of req: the tunnel's, or that of its
 // absolute-form URL; or the reason it has none.

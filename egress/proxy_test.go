@@ -503,3 +503,51 @@ func TestProxyPostWithExpectContinue(t *testing.T) {
 		t.Fatalf("got %d %q", resp.StatusCode, body)
 	}
 }
+
+// TestProxyStreamsResponses: what of a response body has arrived reaches
+// the client before the proxy waits for more (the response is buffered only
+// while the upstream's bytes are at hand), chunked or not.
+func TestProxyStreamsResponses(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		length string // the Content-Length the upstream sends, "" for chunked
+	}{
+		{"chunked", ""},
+		{"content-length", "6"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tp := newTestProxy(t, nil)
+			seen := make(chan struct{})
+			tp.serveHTTP(t, publicV4, 80, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if tc.length != "" {
+					w.Header().Set("Content-Length", tc.length)
+				}
+				io.WriteString(w, "one")
+				w.(http.Flusher).Flush()
+				select {
+				case <-seen:
+				case <-time.After(ioTimeout):
+				}
+				io.WriteString(w, "two")
+			}))
+			c := tp.dialProxy(t)
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(ioTimeout / 4)) // before the upstream gives up waiting
+			io.WriteString(c, "GET http://public.test/ HTTP/1.1\r\nHost: public.test\r\n\r\n")
+			br := bufio.NewReader(c)
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			first := make([]byte, 3)
+			if _, err := io.ReadFull(resp.Body, first); err != nil || string(first) != "one" {
+				t.Fatalf("the first part: %q, %v (held back until the upstream sent the rest?)", first, err)
+			}
+			close(seen)
+			rest, err := io.ReadAll(resp.Body)
+			if err != nil || string(rest) != "two" {
+				t.Fatalf("the rest: %q, %v", rest, err)
+			}
+		})
+	}
+}

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Compares the egress proxy with stripe/smokescreen and a direct loopback
 # connection, interleaved in one run (direct, ours, ours through the
-# in-sandbox bridge, smokescreen, then again): a CONNECT upload of
+# in-sandbox bridge, a bare splice relay, smokescreen, then again; ours and
+# the relay in a process of their own, as the worker and smokescreen run): a CONNECT upload of
 # UPLOAD_MIB (default 1024) per side and round, and small GETs with a
 # keep-alive client. It builds smokescreen from the checkout at
 # SMOKESCREEN_SRC into a temporary directory (nothing of it enters this
@@ -12,6 +13,7 @@
 # medians and the ratios. Only loopback is used.
 # Usage: scripts/bench-egress.sh SMOKESCREEN_SRC [ROUNDS] [REQUESTS]
 #        (defaults: 5 rounds, 2000 GETs per side; UPLOAD_MIB=1024)
+#        the README's figures: scripts/bench-egress.sh SRC 7 2000
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/go/bin:$PATH
