@@ -119,11 +119,25 @@ func Usable(self string, selfInfo *debug.BuildInfo, path string, read func(strin
 }
 
 // Owned checks that path is a regular, executable file owned by self's
-// owner and writable by no one else. A missing file is fs.ErrNotExist.
+// owner and writable by no one else, in a directory owned by that owner or
+// root and writable by no one else (or another user could put a program of
+// their own there between this check and its use). A missing file is
+// fs.ErrNotExist.
 func Owned(self, path string) error {
 	st, err := ownerStat(self)
 	if err != nil {
 		return err
+	}
+	dir := filepath.Dir(path)
+	di, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("stat the directory of %s: %w", path, err)
+	}
+	switch dst, _ := di.Sys().(*syscall.Stat_t); {
+	case dst == nil || dst.Uid != st.Uid && dst.Uid != 0:
+		return fmt.Errorf("%s is owned by neither root nor the owner of %s", dir, self)
+	case di.Mode().Perm()&0o022 != 0:
+		return fmt.Errorf("%s is writable by others (mode %v): install the programs in a directory only their owner can change", dir, di.Mode().Perm())
 	}
 	fi, err := os.Stat(path)
 	if err != nil {

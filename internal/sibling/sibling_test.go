@@ -37,7 +37,8 @@ func TestUsable(t *testing.T) {
 		name    string
 		missing bool
 		mode    os.FileMode
-		chown   bool // owned by another uid than self
+		dirMode os.FileMode // of their directory; 0 for 0o755
+		chown   bool        // owned by another uid than self
 		info    *debug.BuildInfo
 		readErr error
 		wantErr string // substring; "" for usable
@@ -48,6 +49,8 @@ func TestUsable(t *testing.T) {
 		{name: "ErrNotExecutable", mode: 0o644, info: same, wantErr: "not an executable"},
 		{name: "ErrWritableByOthers", mode: 0o777, info: same, wantErr: "writable by others"},
 		{name: "ErrGroupWritable", mode: 0o775, info: same, wantErr: "writable by others"},
+		{name: "ErrDirWritableByOthers", mode: 0o755, dirMode: 0o777, info: same, wantErr: "writable by others (mode -rwxrwxrwx): install"},
+		{name: "ErrDirGroupWritable", mode: 0o755, dirMode: 0o775, info: same, wantErr: "writable by others (mode -rwxrwxr-x): install"},
 		{name: "ErrOtherOwner", mode: 0o755, chown: true, info: same, wantErr: "not owned by the owner"},
 		{name: "ErrNotGo", mode: 0o755, readErr: errors.New("not a Go executable"), wantErr: "read build info"},
 		{name: "ErrOtherGo", mode: 0o755, info: build("go1.25.0", "abc", "false", nil), wantErr: "Go go1.25.0"},
@@ -58,6 +61,13 @@ func TestUsable(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
+			dirMode := tc.dirMode
+			if dirMode == 0 {
+				dirMode = 0o755
+			}
+			if err := os.Chmod(dir, dirMode); err != nil {
+				t.Fatal(err)
+			}
 			selfPath := filepath.Join(dir, "codes-sandbox")
 			writeFile(t, selfPath, 0o755)
 			p := filepath.Join(dir, "codes-sandbox-init")
