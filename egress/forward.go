@@ -75,7 +75,7 @@ type session struct {
 	lr    *io.LimitedReader // bounds each request header (nil in a tunnel)
 	fixed *Verdict          // the tunnel's checked destination
 	up    *upstream
-	bw    *bufio.Writer // the responses to the client, made on the first
+	bw    *bufio.Writer // the responses to the client (made for the first)
 }
 
 // responseBuffer is the size of the buffer a response is written to the
