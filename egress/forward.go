@@ -224,11 +224,11 @@ func (s *session) writeResponse(resp *http.Response) error {
 		s.bw = bufio.NewWriterSize(s.c, responseBuffer)
 	}
 	if resp.Body != nil && resp.Body != http.NoBody {
-		var ready func() int // how much a read could take without waiting: nil when unknown
+		f := flushFirst{ReadCloser: resp.Body, w: s.bw}
 		if !chunked(resp.TransferEncoding) {
-			ready = s.up.br.Buffered
+			f.from = s.up.br
 		}
-		resp.Body = flushFirst{ReadCloser: resp.Body, w: s.bw, ready: ready}
+		resp.Body = f
 	}
 	if err := resp.Write(writerOnly{s.bw}); err != nil {
 		return err
@@ -237,15 +237,17 @@ func (s *session) writeResponse(resp *http.Response) error {
 }
 
 // flushFirst is a response body that flushes w before a read that could
-// wait: always, unless ready says that the reader holds bytes already.
+// wait: always, unless the body is read straight from the upstream's reader
+// from (nil for a chunked body, whose reader may wait for more than from
+// holds) and from holds bytes already.
 type flushFirst struct {
 	io.ReadCloser
-	w     *bufio.Writer
-	ready func() int
+	w    *bufio.Writer
+	from *bufio.Reader
 }
 
 func (f flushFirst) Read(p []byte) (int, error) {
-	if f.w.Buffered() > 0 && (f.ready == nil || f.ready() == 0) {
+	if f.w.Buffered() > 0 && (f.from == nil || f.from.Buffered() == 0) {
 		if err := f.w.Flush(); err != nil {
 			return 0, err
 		}
