@@ -15,13 +15,13 @@ import (
 	"strings"
 	"syscall"
 
-	"openvibe.network/agentsandbox/internal/buildinfo"
-	"openvibe.network/agentsandbox/internal/runcmd"
-
 	"openvibe.network/agentsandbox"
 	"openvibe.network/agentsandbox/egress"
 	"openvibe.network/agentsandbox/egress/policy"
+	"openvibe.network/agentsandbox/internal/buildinfo"
+	"openvibe.network/agentsandbox/internal/jsonlog"
 	"openvibe.network/agentsandbox/internal/metrics"
+	"openvibe.network/agentsandbox/internal/runcmd"
 	"openvibe.network/agentsandbox/sandbox"
 	"openvibe.network/agentsandbox/sandbox/hostcheck"
 	"openvibe.network/agentsandbox/worker"
@@ -297,4 +297,4 @@ func bwrapVersion() string {
 	return f[len(f)-1]
 }
 
-func newLogger(w io.Writer) *slog.Logger { return slog.New(slog.NewJSONHandler(w, nil)) }
+func newLogger(w io.Writer) *slog.Logger { return slog.New(jsonlog.NewHandler(w, nil)) }

@@ -16,6 +16,7 @@ import (
 	"openvibe.network/agentsandbox/internal/buildinfo"
 	"openvibe.network/agentsandbox/internal/cli"
 	"openvibe.network/agentsandbox/internal/httpserve"
+	"openvibe.network/agentsandbox/internal/jsonlog"
 	"openvibe.network/agentsandbox/live/httpapi"
 )
 
@@ -80,7 +81,7 @@ func serveCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	}
 	lw := newLogWriter(stderr)
 	defer lw.Close()
-	log := slog.New(slog.NewJSONHandler(lw, &slog.HandlerOptions{Level: f.logLevel}))
+	log := slog.New(jsonlog.NewHandler(lw, &slog.HandlerOptions{Level: f.logLevel}))
 	tuneRuntime()
 	if err := serve(ctx, *f, log); err != nil {
 		log.Error("serve failed", "err", err.Error())

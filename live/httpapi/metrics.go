@@ -21,6 +21,13 @@ type metrics struct {
 	refusals  *prometheus.CounterVec   // contract refusals, by error path (refusalPath)
 	latency   *prometheus.HistogramVec // by route
 	storeTime *prometheus.HistogramVec // by store operation
+
+	// The children of latency, storeTime and checkins for every route, store
+	// operation and outcome the server has, found once: WithLabelValues
+	// hashes its labels and looks them up on every call.
+	routeLatency map[string]prometheus.Observer
+	opTime       map[string]prometheus.Observer
+	outcomes     map[string]prometheus.Counter
 }
 
 // newMetrics registers the server's collectors on reg. Every check-in
@@ -57,11 +64,45 @@ func newMetrics(reg prometheus.Registerer, build buildinfo.Info) (*metrics, erro
 			return nil, err
 		}
 	}
-	m.checkins.WithLabelValues(outcomeAccepted)
+	m.routeLatency, m.opTime, m.outcomes = map[string]prometheus.Observer{}, map[string]prometheus.Observer{}, map[string]prometheus.Counter{}
+	for _, r := range routes {
+		m.routeLatency[r] = m.latency.WithLabelValues(r)
+	}
+	for _, op := range storeOps {
+		m.opTime[op] = m.storeTime.WithLabelValues(op)
+	}
+	m.outcomes[outcomeAccepted] = m.checkins.WithLabelValues(outcomeAccepted)
 	for _, ci := range codes {
-		m.checkins.WithLabelValues(ci.outcome)
+		m.outcomes[ci.outcome] = m.checkins.WithLabelValues(ci.outcome)
 	}
 	return m, nil
+}
+
+// request observes a request of route that took took, and counts a
+// check-in's outcome (when outcome is not empty).
+func (m *metrics) request(route string, took time.Duration, outcome string) {
+	o, ok := m.routeLatency[route]
+	if !ok {
+		o = m.latency.WithLabelValues(route)
+	}
+	o.Observe(took.Seconds())
+	if route != routeCheckIn || outcome == "" {
+		return
+	}
+	c, ok := m.outcomes[outcome]
+	if !ok {
+		c = m.checkins.WithLabelValues(outcome)
+	}
+	c.Inc()
+}
+
+// store observes a store operation that took took.
+func (m *metrics) store(op string, took time.Duration) {
+	o, ok := m.opTime[op]
+	if !ok {
+		o = m.storeTime.WithLabelValues(op)
+	}
+	o.Observe(took.Seconds())
 }
 
 // refused counts a contract refusal's errors by path.

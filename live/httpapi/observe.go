@@ -22,6 +22,10 @@ const (
 	routeUnmatched = "unmatched" // no route, or not with this method: 404 or 405
 )
 
+// routes are all the routes.
+var routes = []string{routeCheckIn, routeOwnerJSON, routeHistory, routeOwnerPage, routeIndex, routeLogin, routeLogout,
+	routeHealthz, routeMetrics, routeUnmatched}
+
 // outcomeAccepted is the outcome of a check-in that was stored.
 const outcomeAccepted = "accepted"
 
@@ -106,12 +110,19 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	sw := &statusWriter{ResponseWriter: w, rl: rl}
 	s.mux.ServeHTTP(sw, r)
 	took := time.Since(start)
-	s.metrics.latency.WithLabelValues(rl.route).Observe(took.Seconds())
-	if rl.route == routeCheckIn && rl.outcome != "" {
-		s.metrics.checkins.WithLabelValues(rl.outcome).Inc()
-	}
+	s.metrics.request(rl.route, took, rl.outcome)
 	level := slog.LevelInfo
-	attrs := []slog.Attr{
+	if rl.err != nil {
+		level = slog.LevelError
+	}
+	// The record is handed to the handler directly: Logger.LogAttrs would
+	// also walk the stack for a source location the line never shows.
+	h := s.log.Handler()
+	if !h.Enabled(r.Context(), level) {
+		return
+	}
+	rec := slog.NewRecord(time.Now(), level, "request", 0)
+	rec.AddAttrs(
 		slog.String("route", rl.route),
 		slog.String("method", r.Method),
 		slog.Int("status", sw.status),
@@ -121,16 +132,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		slog.String("outcome", rl.outcome),
 		slog.String("code", rl.code),
 		slog.String("reason", rl.reason),
-	}
+	)
 	if rl.err != nil {
-		level = slog.LevelError
-		attrs = append(attrs, slog.String("err", rl.err.Error()))
+		rec.AddAttrs(slog.String("err", rl.err.Error()))
 	}
-	// The record is handed to the handler directly: Logger.LogAttrs would
-	// also walk the stack for a source location the line never shows.
-	if h := s.log.Handler(); h.Enabled(r.Context(), level) {
-		rec := slog.NewRecord(time.Now(), level, "request", 0)
-		rec.AddAttrs(attrs...)
-		_ = h.Handle(r.Context(), rec)
-	}
+	_ = h.Handle(r.Context(), rec)
 }

@@ -14,9 +14,13 @@ type timedStore struct {
 	m *metrics
 }
 
+// storeOps are the operations timedStore times.
+var storeOps = []string{"lookup_check_in", "accept", "refuse", "credential_by_hash", "worker", "history", "count_states",
+	"probe", "touch_credential"}
+
 // observe records the time since start under op.
 func (t timedStore) observe(op string, start time.Time) {
-	t.m.storeTime.WithLabelValues(op).Observe(time.Since(start).Seconds())
+	t.m.store(op, time.Since(start))
 }
 
 // LookupCheckIn times the store's LookupCheckIn.

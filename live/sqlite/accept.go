@@ -4,165 +4,83 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strings"
+	"time"
 
 	"openvibe.network/agentsandbox/live"
 )
 
-// acceptChunks are the sizes of the multi-row statements a group of
-// check-ins is written with (each size's statements are prepared once).
-var acceptChunks = []int{64, 32, 16, 8, 4, 2, 1}
+// known is what the writer remembers of a stream's registration from its
+// own last write of it. It is only a hint: the update it leads to holds only
+// where the row is still exactly so (see updateKnownSQL), and anything else
+// (a write by another process, a transaction rolled back, a refusal that
+// cleared the registration) makes that update change no row and the
+// check-in be written by the upsert instead.
+type known struct {
+	receivedAt       int64
+	service, subject string
+}
 
-// acceptGroup writes rs (check-ins of distinct streams) in as few
-// statements as acceptChunks allow, sets each receive time from the store's
-// clock, and records the transitions each makes. A check-in of a stream
-// whose registration has the same service and subject (nearly all: a
-// worker checks in again) is written by an update of the report and times
-// only, which leaves the two indexes and the three foreign keys of those
-// columns untouched (a fifth of a check-in's cost in the writer); the others
-// (a first check-in, a changed service or subject) by the full upsert after
-// it. Its error is the first statement's that fails (the caller then writes
-// each alone, to know whose it is).
-func (s *Store) acceptGroup(ctx context.Context, q execer, rs []*live.Registration) error {
-	for _, r := range rs {
-		r.ReceivedAt = fromNanos(nanos(s.now()))
-	}
-	var rest []*live.Registration
-	err := inChunks(rs, func(chunk []*live.Registration) error {
-		missed, err := s.writeRows(ctx, q, updateStatements, chunk)
-		rest = append(rest, missed...)
-		return err
-	})
+// maxKnown bounds the writer's memory of registrations; past it, the writer
+// forgets them all and learns them again from the check-ins that follow.
+const maxKnown = 1 << 16
+
+// updateKnownSQL writes a check-in over the registration the writer wrote
+// last, if the row is still that one: same service and subject, same receive
+// time. It neither reads the row back (the receive time it replaces is the
+// one the writer knows) nor touches the indexes and foreign keys of the
+// service and subject, which stay as they are.
+// (Its parameters are plain, in order: the driver binds them without
+// looking up each one's name.)
+const updateKnownSQL = `UPDATE registrations SET report = ?, received_at = ?, previous_received_at = received_at
+	WHERE stream_id = ? AND service_id = ? AND subject_id = ? AND received_at = ?`
+
+// upsertSQL writes any check-in: a stream's first, one from another service
+// or subject, or one after a write the writer does not know of. It returns
+// the receive time of the registration it replaced (NULL when none).
+const upsertSQL = `INSERT INTO registrations (stream_id, report, received_at, service_id, subject_id) VALUES (?, ?, ?, ?, ?)
+	ON CONFLICT (stream_id) DO UPDATE SET report = excluded.report, received_at = excluded.received_at,
+		service_id = excluded.service_id, subject_id = excluded.subject_id,
+		previous_received_at = registrations.received_at
+	RETURNING previous_received_at`
+
+// accept writes r as its stream's registration with the store's time as
+// ReceivedAt, and records the transitions that makes. It runs on the writer
+// goroutine only (it reads and updates s.known).
+func (s *Store) accept(ctx context.Context, q execer, r *live.Registration) error {
+	now := nanos(s.now())
+	r.ReceivedAt = fromNanos(now)
+	previous, err := s.writeRegistration(ctx, q, r, now)
 	if err != nil {
 		return err
 	}
-	return inChunks(rest, func(chunk []*live.Registration) error {
-		missed, err := s.writeRows(ctx, q, upsertStatements, chunk)
-		if err == nil && len(missed) > 0 {
-			err = fmt.Errorf("accept: %d rows written for %d check-ins", len(chunk)-len(missed), len(chunk))
-		}
-		return err
-	})
+	if len(s.known) >= maxKnown {
+		clear(s.known)
+	}
+	s.known[r.StreamID] = known{receivedAt: now, service: r.ServiceID, subject: r.SubjectID}
+	return s.record(ctx, q, r.StreamID, live.AcceptTransitions(previous, r.ReceivedAt, s.window))
 }
 
-// inChunks calls fn with consecutive pieces of rs, each of a size in
-// acceptChunks, the largest that fits first; it stops at fn's first error.
-func inChunks(rs []*live.Registration, fn func([]*live.Registration) error) error {
-	for len(rs) > 0 {
-		n := acceptChunks[len(acceptChunks)-1]
-		for _, c := range acceptChunks {
-			if c <= len(rs) {
-				n = c
-				break
-			}
+// writeRegistration writes r at now and returns the receive time of the
+// registration it replaced (nil when none): by updateKnownSQL when the
+// writer knows the row, else (or when that changed nothing) by upsertSQL.
+func (s *Store) writeRegistration(ctx context.Context, q execer, r *live.Registration, now int64) (*time.Time, error) {
+	if k, ok := s.known[r.StreamID]; ok && k.service == r.ServiceID && k.subject == r.SubjectID {
+		res, err := q.ExecContext(ctx, updateKnownSQL, r.Report, now, r.StreamID, r.ServiceID, r.SubjectID, k.receivedAt)
+		if err != nil {
+			return nil, workerError(ctx, q, "accept", r.StreamID, r.ServiceID, r.SubjectID, err)
 		}
-		if err := fn(rs[:n]); err != nil {
-			return err
+		n, err := res.RowsAffected()
+		if err != nil {
+			return nil, fmt.Errorf("accept %s: %w", r.StreamID, err)
 		}
-		rs = rs[n:]
-	}
-	return nil
-}
-
-// valuesSQL is n rows of the five values of a registration.
-func valuesSQL(n int) string {
-	return strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?), ", n), ", ")
-}
-
-// upsertSQL is the upsert of n registrations, RETURNING each stream with
-// the receive time its registration replaced (NULL when none).
-func upsertSQL(n int) string {
-	return `INSERT INTO registrations (stream_id, report, received_at, service_id, subject_id) VALUES ` + valuesSQL(n) + `
-		ON CONFLICT (stream_id) DO UPDATE SET report = excluded.report, received_at = excluded.received_at,
-			service_id = excluded.service_id, subject_id = excluded.subject_id,
-			previous_received_at = registrations.received_at
-		RETURNING stream_id, previous_received_at`
-}
-
-// updateSQL is the update of the report and times of those of n
-// registrations whose stream is registered with the same service and
-// subject, RETURNING each stream it wrote with the receive time its
-// registration replaced. It is OR FAIL, so SQLite keeps no statement
-// journal for it (a copy of each page it is about to change, 8% of the
-// writer's time): a statement that fails part-way leaves its earlier rows
-// written, but its error then rolls the whole group's transaction back and
-// commit writes each check-in again alone (see Store.commit).
-func updateSQL(n int) string {
-	return `UPDATE OR FAIL registrations SET report = v.column2, received_at = v.column3,
-			previous_received_at = registrations.received_at
-		FROM (VALUES ` + valuesSQL(n) + `) AS v
-		WHERE registrations.stream_id = v.column1 AND registrations.service_id = v.column4
-			AND registrations.subject_id = v.column5
-		RETURNING stream_id, previous_received_at`
-}
-
-// upsertStatements and updateStatements are the statements of acceptChunks'
-// sizes.
-var upsertStatements, updateStatements = statements(upsertSQL), statements(updateSQL)
-
-func statements(sql func(n int) string) map[int]string {
-	m := map[int]string{}
-	for _, n := range acceptChunks {
-		m[n] = sql(n)
-	}
-	return m
-}
-
-// writeRows runs the statement of len(rs) rows of stmts with rs and records
-// the transitions of each check-in it wrote; it returns those it did not
-// write (the update's misses).
-func (s *Store) writeRows(ctx context.Context, q execer, stmts map[int]string, rs []*live.Registration) (missed []*live.Registration, err error) {
-	args := make([]any, 0, 5*len(rs))
-	byStream := make(map[string]*live.Registration, len(rs))
-	for _, r := range rs {
-		args = append(args, r.StreamID, r.Report, nanos(r.ReceivedAt), r.ServiceID, r.SubjectID)
-		byStream[r.StreamID] = r
-	}
-	rows, err := q.QueryContext(ctx, stmts[len(rs)], args...)
-	if err != nil {
-		return nil, s.upsertError(ctx, q, rs, err)
-	}
-	type written struct {
-		r        *live.Registration
-		previous sql.NullInt64
-	}
-	var ws []written
-	for rows.Next() {
-		var stream string
-		var previous sql.NullInt64
-		if err := rows.Scan(&stream, &previous); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("accept: %w", err)
-		}
-		if r := byStream[stream]; r != nil {
-			ws = append(ws, written{r, previous})
-			delete(byStream, stream)
+		if n == 1 {
+			previous := fromNanos(k.receivedAt)
+			return &previous, nil
 		}
 	}
-	if err := rows.Close(); err != nil {
-		return nil, s.upsertError(ctx, q, rs, err)
+	var previous sql.NullInt64
+	if err := q.QueryRowContext(ctx, upsertSQL, r.StreamID, r.Report, now, r.ServiceID, r.SubjectID).Scan(&previous); err != nil {
+		return nil, workerError(ctx, q, "accept", r.StreamID, r.ServiceID, r.SubjectID, err)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, s.upsertError(ctx, q, rs, err)
-	}
-	for _, w := range ws {
-		if err := s.record(ctx, q, w.r.StreamID, live.AcceptTransitions(fromNullNanos(w.previous), w.r.ReceivedAt, s.window)); err != nil {
-			return nil, err
-		}
-	}
-	for _, r := range rs {
-		if byStream[r.StreamID] != nil {
-			missed = append(missed, r)
-		}
-	}
-	return missed, nil
-}
-
-// upsertError maps an upsert's error; for one check-in, as workerError.
-func (s *Store) upsertError(ctx context.Context, q execer, rs []*live.Registration, err error) error {
-	if len(rs) == 1 {
-		r := rs[0]
-		return workerError(ctx, q, "accept", r.StreamID, r.ServiceID, r.SubjectID, err)
-	}
-	return fmt.Errorf("accept %d check-ins: %w", len(rs), err)
+	return fromNullNanos(previous), nil
 }

@@ -62,6 +62,7 @@ type Store struct {
 	wconn       *wconn  // that connection
 	rdb         *sql.DB // query-only pool
 	rstmts      sync.Map
+	known       map[string]known // the writer's own: see accept
 	ops         chan writeOp
 	quit        chan struct{}
 	done        chan struct{}
@@ -81,7 +82,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if path == "" || strings.ContainsAny(path, "?#") {
 		return nil, fmt.Errorf("open sqlite store: path %q must be non-empty and contain no '?' or '#'", path)
 	}
-	s := &Store{now: opts.Now, window: opts.Window, path: path, quit: make(chan struct{}), done: make(chan struct{})}
+	s := &Store{now: opts.Now, window: opts.Window, path: path, known: map[string]known{}, quit: make(chan struct{}), done: make(chan struct{})}
 	if s.now == nil {
 		s.now = time.Now
 	}

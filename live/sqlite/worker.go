@@ -21,9 +21,7 @@ func (s *Store) Accept(ctx context.Context, r live.Registration) (live.Registrat
 		return r, err
 	}
 	r.Report = append([]byte(nil), r.Report...)
-	op := writeOp{epoch: r.AuthEpoch, keepsAuth: true, accept: &r}
-	op.fn = func(ctx context.Context, q execer) error { return s.acceptGroup(ctx, q, []*live.Registration{&r}) }
-	err := s.submit(ctx, op)
+	err := s.writeKeepingAuth(ctx, r.AuthEpoch, func(ctx context.Context, q execer) error { return s.accept(ctx, q, &r) })
 	return r, err
 }
 

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"runtime"
 
 	"openvibe.network/agentsandbox/live"
 )
@@ -36,9 +37,6 @@ type writeOp struct {
 	done      chan error
 	epoch     int64
 	keepsAuth bool
-	// accept, when set, is the check-in fn writes: the writer may write it
-	// with the check-ins beside it in one statement instead.
-	accept *live.Registration
 }
 
 // write hands fn to the writer and waits until its group is committed.
@@ -103,6 +101,10 @@ func (s *Store) writer() {
 			}
 		}
 		s.commit(batch)
+		// commit readied the group's callers on this P, behind the writer:
+		// let them run (and answer their clients) before the next group,
+		// whose callers are already waiting in the queue for the writer.
+		runtime.Gosched()
 	}
 }
 
@@ -118,47 +120,14 @@ func (s *Store) commit(batch []writeOp) {
 	failed := false
 	err := s.inTx(ctx, func(w *wconn) error {
 		var ep epochCheck
-		var group []*live.Registration // check-ins to write together
-		var members []int              // their indexes in batch
-		flush := func() error {
-			if len(group) == 0 {
-				return nil
-			}
-			err := s.acceptGroup(ctx, w, group)
-			for _, i := range members {
-				errs[i] = err
-			}
-			group, members = group[:0], members[:0]
-			return err
-		}
-		streams := map[string]bool{}
 		for i, op := range batch {
 			if errs[i] = ep.check(ctx, w, op); errs[i] != nil {
-				continue
-			}
-			if op.accept != nil && !streams[op.accept.StreamID] {
-				streams[op.accept.StreamID] = true
-				group, members = append(group, op.accept), append(members, i)
-				continue
-			}
-			clear(streams)
-			if err := flush(); err != nil {
-				failed = true
-				return err
-			}
-			if op.accept != nil { // a second check-in of a stream starts the next group
-				streams[op.accept.StreamID] = true
-				group, members = append(group, op.accept), append(members, i)
 				continue
 			}
 			if errs[i] = op.fn(ctx, w); errs[i] != nil {
 				failed = true
 				return errs[i]
 			}
-		}
-		if err := flush(); err != nil {
-			failed = true
-			return err
 		}
 		return nil
 	})

@@ -265,3 +265,61 @@ func testProbe(t *testing.T, e *env) {
 		}
 	}
 }
+
+// testTwoStores checks a stream checked in through two stores on one
+// database (two Live processes on one SQLite file, or two instances on one
+// PostgreSQL), each of which wrote the stream before the other's write:
+// its registration, its subject and its history are what the writes made,
+// whatever a store remembers of its own last write.
+func testTwoStores(t *testing.T, e *env) {
+	f := e.fixture()
+	other := e.person("Grace")
+	a := e.store
+	b := e.open(OpenOptions{Now: e.clock.Now, Window: e.window, HistoryMaxAge: e.historyAge, HistoryMaxRows: e.historyRows})
+	t.Cleanup(func() { _ = b.Close() })
+	w := e.window
+	var want []live.Transition
+	var previous *time.Time
+	check := func(s live.Store, r live.Registration, wantSubject string) {
+		t.Helper()
+		got, err := s.Accept(e.ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, live.AcceptTransitions(previous, got.ReceivedAt, w)...)
+		previous = &got.ReceivedAt
+		e.wantHistory(t, f.stream.ID, want)
+		rec := e.worker(f.stream.ID)
+		if rec.Registration == nil || string(rec.Registration.Report) != string(r.Report) ||
+			!rec.Registration.ReceivedAt.Equal(got.ReceivedAt) || rec.Registration.SubjectID != wantSubject {
+			t.Fatalf("registration %+v, want the report %s from %s at %v", rec.Registration, r.Report, wantSubject, got.ReceivedAt)
+		}
+	}
+	check(a, f.registration(`{"n":1}`), f.owner.ID) // alive
+	e.pass(w + w/3)
+	check(b, f.registration(`{"n":2}`), f.owner.ID) // stale, then alive again
+	e.pass(w / 3)
+	check(a, f.registration(`{"n":3}`), f.owner.ID) // alive since b's: nothing new
+	e.pass(w / 3)
+	byOther := f.registration(`{"n":4}`)
+	byOther.SubjectID = other.ID
+	check(b, byOther, other.ID) // another subject
+	e.pass(w / 3)
+	check(a, f.registration(`{"n":5}`), f.owner.ID) // the owner again
+	e.pass(w / 3)
+	byOther.Report = []byte(`{"n":6}`)
+	check(a, byOther, other.ID) // another subject, through the store that wrote last
+	e.pass(w / 3)
+	check(a, f.registration(`{"n":7}`), f.owner.ID)
+	ref, err := b.Refuse(e.ctx, f.refusal())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = append(want, live.ClearTransitions(previous, want[len(want)-1].State, ref.At, w, live.StateRefused)...)
+	previous = nil
+	e.pass(w / 3)
+	check(a, f.registration(`{"n":8}`), f.owner.ID) // alive after the refusal
+	if !e.traits.DatabaseClock && len(want) != 5 {
+		t.Fatalf("the pinned clock gave %d transitions, want 5: %+v", len(want), want)
+	}
+}

@@ -86,6 +86,7 @@ func Run(t *testing.T, newDB NewFunc, traits Traits) {
 		{"CountStates", testCountStates},
 		{"Probe", testProbe},
 		{"AuthEpoch", testAuthEpoch},
+		{"TwoStores", testTwoStores},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
