@@ -57,43 +57,26 @@ func (h *Handler) WithGroup(name string) slog.Handler { return h.inner.WithGroup
 
 // Handle writes r as one JSON line in one Write.
 func (h *Handler) Handle(ctx context.Context, r slog.Record) error {
-	if !h.fast || !simple(r) {
+	if !h.fast {
 		return h.inner.Handle(ctx, r)
 	}
 	bp := h.bufs.Get().(*[]byte)
-	b := appendRecord((*bp)[:0], r)
-	_, err := h.w.Write(b)
-	if cap(b) <= maxPooled {
-		*bp = b
-		h.bufs.Put(bp)
+	defer func() {
+		if cap(*bp) <= maxPooled {
+			h.bufs.Put(bp)
+		}
+	}()
+	b, ok := appendRecord((*bp)[:0], r)
+	*bp = b
+	if !ok {
+		return h.inner.Handle(ctx, r)
 	}
+	_, err := h.w.Write(b)
 	return err
 }
 
 // maxPooled bounds the buffers kept for reuse.
 const maxPooled = 16 << 10
-
-// simple reports whether every attribute of r is of a kind appendValue
-// encodes as slog.JSONHandler does.
-func simple(r slog.Record) bool {
-	if t := r.Time; !t.IsZero() && !jsonYear(t) {
-		return false
-	}
-	ok := true
-	r.Attrs(func(a slog.Attr) bool {
-		switch v := a.Value; v.Kind() {
-		case slog.KindString, slog.KindInt64, slog.KindUint64, slog.KindBool, slog.KindDuration:
-		case slog.KindFloat64:
-			ok = !math.IsNaN(v.Float64()) && !math.IsInf(v.Float64(), 0)
-		case slog.KindTime:
-			ok = jsonYear(v.Time())
-		default:
-			ok = false
-		}
-		return ok
-	})
-	return ok
-}
 
 // jsonYear reports whether t's year has the four digits RFC 3339 allows
 // (slog.JSONHandler reports an error in the line otherwise).
@@ -102,10 +85,15 @@ func jsonYear(t time.Time) bool {
 	return y >= 0 && y < 10000
 }
 
-// appendRecord appends r's line, which simple(r) allows, to b.
-func appendRecord(b []byte, r slog.Record) []byte {
+// appendRecord appends r's line to b, as slog.JSONHandler writes it. It
+// stops with false at the first value appendValue does not encode as
+// slog.JSONHandler does (see plain); b is then unfinished.
+func appendRecord(b []byte, r slog.Record) ([]byte, bool) {
 	b = append(b, '{')
 	if !r.Time.IsZero() {
+		if !jsonYear(r.Time) {
+			return b, false
+		}
 		b = append(b, `"time":`...)
 		b = appendTime(b, r.Time.Round(0))
 		b = append(b, ',')
@@ -114,17 +102,37 @@ func appendRecord(b []byte, r slog.Record) []byte {
 	b = appendString(b, r.Level.String())
 	b = append(b, `,"msg":`...)
 	b = appendString(b, r.Message)
+	ok := true
 	r.Attrs(func(a slog.Attr) bool {
+		if ok = plain(a.Value); !ok {
+			return false
+		}
 		b = append(b, ',')
 		b = appendString(b, a.Key)
 		b = append(b, ':')
 		b = appendValue(b, a.Value)
 		return true
 	})
-	return append(b, '}', '\n')
+	return append(b, '}', '\n'), ok
 }
 
-// appendValue appends v, of a kind simple allows, as slog.JSONHandler does.
+// plain reports whether appendValue encodes v as slog.JSONHandler does:
+// strings, integers, booleans, durations, finite floats and times with a
+// four-digit year.
+func plain(v slog.Value) bool {
+	switch v.Kind() {
+	case slog.KindString, slog.KindInt64, slog.KindUint64, slog.KindBool, slog.KindDuration:
+		return true
+	case slog.KindFloat64:
+		return !math.IsNaN(v.Float64()) && !math.IsInf(v.Float64(), 0)
+	case slog.KindTime:
+		return jsonYear(v.Time())
+	default:
+		return false
+	}
+}
+
+// appendValue appends v, which plain allows, as slog.JSONHandler does.
 func appendValue(b []byte, v slog.Value) []byte {
 	switch v.Kind() {
 	case slog.KindString:
