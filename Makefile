@@ -8,7 +8,7 @@ BIN := bin
 VERSION := $(shell scripts/version.sh)
 LDFLAGS := -X openvibe.network/agentsandbox/internal/buildinfo.version=$(VERSION)
 
-.PHONY: all build deps lint test demo golden-check clean vm-deps vm-test cross-arm64 deb deb-check
+.PHONY: all build deps lint test sdk-test demo golden-check clean vm-deps vm-test cross-arm64 deb deb-check image podman-test k8s-manifests k8s-check
 
 all: build
 
@@ -24,12 +24,21 @@ lint:
 	$(GO) vet ./...
 	scripts/staticcheck.sh
 
-# test: the host's suites (every package but vmtest/), then the guest suites.
-# The guest runs on its own so that its two emulated CPUs do not compete with
-# the host tests' time bounds.
+# test: the host's suites (every package but vmtest/ and podmantest/), the
+# SDKs', the Helm chart's checks, then the guest suites. The guest runs on its
+# own so that its two emulated CPUs do not compete with the host tests' time
+# bounds.
+# (podmantest/ needs the images: make podman-test, which .ci/run runs.)
 test: deps lint
-	$(GO) test -race -count=1 -timeout 30m $$($(GO) list ./... | grep -v '/vmtest$$')
+	$(GO) test -race -count=1 -timeout 30m $$($(GO) list ./... | grep -v -e '/vmtest$$' -e '/podmantest$$')
+	$(MAKE) sdk-test
+	$(MAKE) k8s-check
 	$(MAKE) vm-test
+
+# sdk-test: the Python and TypeScript SDKs' suites, once each, against one
+# real worker (scripts/sdk-test.sh).
+sdk-test: deps
+	scripts/sdk-test.sh
 
 vm-deps:
 	@scripts/vm/deps.sh
@@ -60,6 +69,35 @@ deb:
 # file lists are packaging/expected/*.txt.
 deb-check: deb
 	scripts/deb-check.sh
+
+# image: OCI image archives of the worker (and Live) in dist/, from Debian's
+# packages and the .debs, no base image from a registry (scripts/image.sh;
+# IMAGES="codes-sandbox-browser" scripts/image.sh adds Chromium).
+image: deb
+	scripts/image.sh
+
+# podman-test: the images under podman (with runc) prove the worker's least
+# privilege, deploy/kubernetes/agentsandbox/files/security.json, and what it
+# says without it (podmantest/, docs/kubernetes.md).
+podman-test: image vm-deps
+	@scripts/install-deps.sh podman
+	$(GO) test -count=1 -v -timeout 20m ./podmantest/
+
+# The chart's committed manifests are rendered with these.
+K8S_TEMPLATE := template agentsandbox deploy/kubernetes/agentsandbox --namespace agentsandbox \
+	--kube-version 1.33.0 --values deploy/kubernetes/values-example.yaml
+
+# k8s-manifests: renders deploy/kubernetes/manifests/agentsandbox.yaml from
+# the chart (helm built from its Go module, pinned: scripts/helm.sh).
+k8s-manifests:
+	scripts/helm.sh $(K8S_TEMPLATE) >deploy/kubernetes/manifests/agentsandbox.yaml
+
+# k8s-check: helm lint, then the chart's module (deploy/kubernetes): every
+# rendered object decoded strictly with the Kubernetes API's types, the
+# committed manifests current, the DaemonSet's security context the proved one.
+k8s-check:
+	scripts/helm.sh lint --strict deploy/kubernetes/agentsandbox --values deploy/kubernetes/values-example.yaml
+	cd deploy/kubernetes && $(GO) vet ./... && HELM=$$(../../scripts/helm.sh) $(GO) test -count=1 ./...
 
 clean:
 	rm -rf $(BIN) dist

@@ -45,6 +45,14 @@ const (
 	// It is not one of Checks(): a worker without a browser does not run
 	// it, and claims no browser.
 	CheckBrowser = "browser"
+	// CheckCredentialsBrokered runs only on a worker with egress: the
+	// probe sandbox is created with a probe secret, and the probe finds its
+	// placeholder (never the value) in the environment, the sandbox's CA
+	// (never a private key) in the system bundle that SSL_CERT_FILE names,
+	// and the value in no environment, command line or output of the
+	// sandbox; and the proxy refuses the placeholder sent to a host the
+	// secret is not for (secret-host-mismatch). It is not one of Checks().
+	CheckCredentialsBrokered = "credentials_brokered"
 )
 
 // Checks returns every check of the self-test, in the order they are shown.

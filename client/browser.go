@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"openvibe.network/agentsandbox/workerapi"
 	"strings"
 
+	"github.com/gorilla/websocket"
 	"openvibe.network/agentsandbox"
 )
 
@@ -57,19 +59,36 @@ func (sb *Sandbox) BrowserVersion(ctx context.Context) (BrowserVersion, error) {
 	return v, nil
 }
 
+// DialBrowser opens the sandbox's browser's CDP WebSocket (one CDP message
+// per WebSocket text message; see BrowserURL), through the client's
+// transport. One connection per sandbox: it fails while another drives the
+// browser, and for a sandbox without one (the handshake's refusal; see
+// BrowserVersion for the reason as an *APIError).
+func (sb *Sandbox) DialBrowser(ctx context.Context) (*websocket.Conn, error) {
+	conn, err := sb.w.dialWebSocket(ctx, sandboxPath(sb.id, "browser"))
+	if err != nil {
+		return nil, fmt.Errorf("dial browser: %w", err)
+	}
+	return conn, nil
+}
+
+// request is the create's body.
+func (o CreateOptions) request() workerapi.CreateRequest {
+	req := workerapi.CreateRequest{Env: o.Env, Secrets: o.Secrets, Egress: o.Egress, Image: o.Image,
+		Browser: workerapi.BrowserOption{Set: o.Browser, BrowserRequest: workerapi.BrowserRequest{Start: o.Browser && o.StartBrowser}}}
+	if o.TimeBoxMinutes != 0 {
+		minutes := o.TimeBoxMinutes
+		req.TimeBoxMinutes = &minutes
+	}
+	if o.Limits != (RequestLimits{}) {
+		limits := o.Limits
+		req.Limits = &limits
+	}
+	return req
+}
+
 // MarshalJSON writes the create's body: `browser` is true, or
 // {"start":true} with StartBrowser.
 func (o CreateOptions) MarshalJSON() ([]byte, error) {
-	type plain CreateOptions
-	body := struct {
-		plain
-		Browser any `json:"browser,omitempty"`
-	}{plain: plain(o)}
-	switch {
-	case o.Browser && o.StartBrowser:
-		body.Browser = map[string]bool{"start": true}
-	case o.Browser:
-		body.Browser = true
-	}
-	return json.Marshal(body)
+	return json.Marshal(o.request())
 }

@@ -13,6 +13,11 @@
 //	info, err = sb.Extend(ctx, 20)        // a time box of 20 minutes from its start
 //	rep, err := sb.Delete(ctx)            // the verified wipe's report
 //
+// A Pool uses several workers as one (NewPool): Create places each
+// sandbox on the worker with the most free slots and moves on when one is
+// full or does not answer; the handle's ID (KEY-ID) names its worker, so
+// Pool.Sandbox finds it again.
+//
 // Commands run in the foreground (Exec, ExecStream: ending ctx kills
 // them), in the background (Start returns a *Process: Info, Output with
 // follow, Signal, Stdin, Wait), with stdin streamed from an io.Reader
@@ -21,8 +26,10 @@
 // CloseInput, Wait and Dropped).
 //
 // Errors are *APIError values; errors.Is matches them to ErrNotFound,
-// ErrSandboxNotFound, ErrProcessNotFound, ErrCapacity, ErrUnauthorized and
-// ErrInvalidRequest by the worker's error code, never by its message.
+// ErrSandboxNotFound, ErrProcessNotFound, ErrProcessExited, ErrCapacity, ErrUnauthorized and
+// ErrInvalidRequest by the worker's error code, never by its message; a
+// pool's worker that does not answer fails with an error matching
+// ErrUnreachable that names it.
 // Neither client follows redirects, so a token goes only to the base URL
 // it was made with.
 package client

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"openvibe.network/agentsandbox/workerapi"
 	"slices"
 	"strconv"
 	"strings"
@@ -24,26 +25,30 @@ var (
 	// ErrSandboxNotFound: no such sandbox (it was deleted or its time box
 	// ended).
 	ErrSandboxNotFound = errors.New("worker api: sandbox not found")
-	// ErrProcessNotFound: no such process in the sandbox, or it has exited
-	// (for signal and stdin).
+	// ErrProcessNotFound: no such process in the sandbox.
 	ErrProcessNotFound = errors.New("worker api: process not found")
+	// ErrProcessExited: the process has exited, so it takes no more signals
+	// or stdin (process_exited, 409); its record stays.
+	ErrProcessExited = errors.New("worker api: process exited")
+	// ErrSandboxBroken: the sandbox's init stopped answering, so it takes
+	// no more calls (sandbox_broken, 409); delete it.
+	ErrSandboxBroken = errors.New("worker api: sandbox broken")
 	// ErrUnauthorized: the token was refused.
 	ErrUnauthorized = errors.New("worker api: unauthorized")
 	// ErrInvalidRequest: the worker refused the request as it was given;
 	// the message says what to fix.
 	ErrInvalidRequest = errors.New("worker api: invalid request")
-)
 
-// The worker's error codes the sentinels match (worker/httpapi's Code*
-// constants).
-const (
-	codeAtCapacity      = "at_capacity"
-	codeInvalidRequest  = "invalid_request"
-	codeUnauthorized    = "unauthorized"
-	codeNotFound        = "not_found"
-	codeSandboxNotFound = "sandbox_not_found"
-	codeFileNotFound    = "file_not_found"
-	codeProcessNotFound = "process_not_found"
+	// ErrImageNotAllowed: the image is not from a registry the worker
+	// allows, or images are off on the worker (image_not_allowed).
+	ErrImageNotAllowed = errors.New("worker api: image not allowed")
+	// ErrImageNotFound: the registry has no such image (image_not_found).
+	ErrImageNotFound = errors.New("worker api: image not found")
+	// ErrImageUnavailable: the image could not be pulled now: the registry
+	// refused the worker's credentials, did not answer, or the worker's
+	// image cache is full (image_unauthorized, registry_unavailable,
+	// image_cache_full, images_unavailable); the message says which.
+	ErrImageUnavailable = errors.New("worker api: image unavailable")
 )
 
 // sentinelCodes returns the codes target matches, and the status it
@@ -52,17 +57,27 @@ const (
 func sentinelCodes(target error) (codes []string, status int) {
 	switch target {
 	case ErrCapacity:
-		return []string{codeAtCapacity}, http.StatusTooManyRequests
+		return []string{workerapi.CodeAtCapacity}, http.StatusTooManyRequests
 	case ErrNotFound:
-		return []string{codeNotFound, codeSandboxNotFound, codeFileNotFound, codeProcessNotFound}, http.StatusNotFound
+		return []string{workerapi.CodeNotFound, workerapi.CodeSandboxNotFound, workerapi.CodeFileNotFound, workerapi.CodeProcessNotFound}, http.StatusNotFound
 	case ErrSandboxNotFound:
-		return []string{codeSandboxNotFound}, 0
+		return []string{workerapi.CodeSandboxNotFound}, 0
 	case ErrProcessNotFound:
-		return []string{codeProcessNotFound}, 0
+		return []string{workerapi.CodeProcessNotFound}, 0
+	case ErrProcessExited:
+		return []string{workerapi.CodeProcessExited}, 0
+	case ErrSandboxBroken:
+		return []string{workerapi.CodeSandboxBroken}, 0
 	case ErrUnauthorized:
-		return []string{codeUnauthorized}, http.StatusUnauthorized
+		return []string{workerapi.CodeUnauthorized}, http.StatusUnauthorized
 	case ErrInvalidRequest:
-		return []string{codeInvalidRequest}, 0
+		return []string{workerapi.CodeInvalidRequest, workerapi.CodeInvalidImage}, 0
+	case ErrImageNotAllowed:
+		return []string{workerapi.CodeImageNotAllowed}, 0
+	case ErrImageNotFound:
+		return []string{workerapi.CodeImageNotFound}, 0
+	case ErrImageUnavailable:
+		return []string{workerapi.CodeImageUnauthorized, workerapi.CodeRegistryUnavailable, workerapi.CodeImageCacheFull, workerapi.CodeImagesUnavailable}, 0
 	}
 	return nil, 0
 }
@@ -95,22 +110,10 @@ func (e *APIError) Is(target error) bool {
 	return slices.Contains(codes, e.Code) || (target != nil && codeSentinel(e.Code) == target)
 }
 
-// apiErrorBody is the JSON of an error answer.
-type apiErrorBody struct {
-	Error wireError `json:"error"`
-}
-
-// wireError is the error object of an answer or of a stream's last event.
-type wireError struct {
-	Code      string   `json:"code"`
-	Message   string   `json:"message"`
-	Leftovers []string `json:"leftovers"`
-}
-
 // readAPIError makes the *APIError of a non-2xx answer.
 func readAPIError(resp *http.Response) error {
 	e := &APIError{StatusCode: resp.StatusCode}
-	var body apiErrorBody
+	var body workerapi.ErrorBody
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes))
 	if err := json.Unmarshal(raw, &body); err == nil && body.Error.Code != "" {
 		e.Code, e.Message, e.Leftovers = body.Error.Code, body.Error.Message, body.Error.Leftovers

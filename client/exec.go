@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"openvibe.network/agentsandbox/workerapi"
 	"time"
 	"unicode/utf8"
 )
@@ -52,23 +53,9 @@ type ExecResult struct {
 	DroppedBytes int64
 }
 
-// execBody is the JSON body of an exec.
-type execBody struct {
-	Argv           []string          `json:"argv"`
-	Env            map[string]string `json:"env,omitempty"`
-	Cwd            string            `json:"cwd,omitempty"`
-	Stdin          *string           `json:"stdin,omitempty"`
-	StdinBase64    *string           `json:"stdin_base64,omitempty"`
-	TimeoutSeconds int               `json:"timeout_seconds,omitempty"`
-	Background     bool              `json:"background,omitempty"`
-	TTY            bool              `json:"tty,omitempty"`
-	Rows           int               `json:"rows,omitempty"`
-	Cols           int               `json:"cols,omitempty"`
-}
-
 // bodyOf is the exec body of req.
-func bodyOf(req ExecRequest) execBody {
-	b := execBody{Argv: req.Argv, Env: req.Env, Cwd: req.Cwd}
+func bodyOf(req ExecRequest) workerapi.ExecRequest {
+	b := workerapi.ExecRequest{Argv: req.Argv, Env: req.Env, Cwd: req.Cwd}
 	if len(req.Stdin) > 0 {
 		if utf8.Valid(req.Stdin) {
 			s := string(req.Stdin)
@@ -84,20 +71,8 @@ func bodyOf(req ExecRequest) execBody {
 	return b
 }
 
-// wireEvent is one NDJSON line of an exec or output answer.
-type wireEvent struct {
-	Stream       string       `json:"stream"`
-	Data         string       `json:"data"`
-	DataBase64   string       `json:"data_base64"`
-	DroppedBytes int64        `json:"dropped_bytes"`
-	ExitCode     *int         `json:"exit_code"`
-	Reason       string       `json:"reason"`
-	Error        *wireError   `json:"error"`
-	Process      *ProcessInfo `json:"process"`
-}
-
 // last reports whether ev ends its stream, and its error as an *APIError.
-func (ev wireEvent) last() (bool, error) {
+func last(ev workerapi.ExecEvent) (bool, error) {
 	if ev.Error != nil {
 		return true, &APIError{StatusCode: http.StatusOK, Code: ev.Error.Code, Message: ev.Error.Message}
 	}
@@ -105,7 +80,7 @@ func (ev wireEvent) last() (bool, error) {
 }
 
 // output converts an output event.
-func (ev wireEvent) output() (ExecEvent, error) {
+func output(ev workerapi.ExecEvent) (ExecEvent, error) {
 	out := ExecEvent{Stream: ev.Stream, DroppedBytes: ev.DroppedBytes}
 	switch {
 	case ev.DataBase64 != "":
@@ -120,6 +95,9 @@ func (ev wireEvent) output() (ExecEvent, error) {
 	return out, nil
 }
 
+// maxDrain bounds what is read of an answer after its last event.
+const maxDrain = 4 << 10
+
 // errNoEnd is the error of a stream that stopped before its last event.
 var errNoEnd = errors.New("the worker's stream ended before the command's exit")
 
@@ -132,14 +110,14 @@ var errNoEnd = errors.New("the worker's stream ended before the command's exit")
 // its end.
 func (sb *Sandbox) ExecStream(ctx context.Context, req ExecRequest, fn func(ExecEvent) error) (ExecResult, error) {
 	var res ExecResult
-	err := sb.w.doStream(ctx, http.MethodPost, sb.path("exec"), bodyOf(req), func(ev wireEvent) (bool, error) {
-		if done, err := ev.last(); done {
+	err := sb.w.doStream(ctx, http.MethodPost, sb.path("exec"), bodyOf(req), func(ev workerapi.ExecEvent) (bool, error) {
+		if done, err := last(ev); done {
 			if err == nil {
 				res = ExecResult{ExitCode: *ev.ExitCode, Reason: ev.Reason, DroppedBytes: ev.DroppedBytes}
 			}
 			return true, err
 		}
-		out, err := ev.output()
+		out, err := output(ev)
 		if err != nil {
 			return true, err
 		}
@@ -153,7 +131,7 @@ func (sb *Sandbox) ExecStream(ctx context.Context, req ExecRequest, fn func(Exec
 
 // doStream sends body (when not nil) and calls fn with each NDJSON event
 // of the answer until fn says the stream is done.
-func (w *Worker) doStream(ctx context.Context, method, path string, body any, fn func(wireEvent) (bool, error)) error {
+func (w *Worker) doStream(ctx context.Context, method, path string, body any, fn func(workerapi.ExecEvent) (bool, error)) error {
 	hdr := http.Header{"Accept": {"application/x-ndjson"}}
 	var r io.Reader
 	if body != nil {
@@ -171,7 +149,7 @@ func (w *Worker) doStream(ctx context.Context, method, path string, body any, fn
 	defer resp.Body.Close()
 	dec := json.NewDecoder(resp.Body)
 	for {
-		var ev wireEvent
+		var ev workerapi.ExecEvent
 		if err := dec.Decode(&ev); err != nil {
 			if errors.Is(err, io.EOF) {
 				return errNoEnd
@@ -179,6 +157,11 @@ func (w *Worker) doStream(ctx context.Context, method, path string, body any, fn
 			return fmt.Errorf("read stream: %w", scrub(err))
 		}
 		if done, err := fn(ev); done || err != nil {
+			if done {
+				// The answer ends right after its last event: read to its
+				// end, so the connection is kept for the next call.
+				_, _ = io.CopyN(io.Discard, resp.Body, maxDrain)
+			}
 			return err
 		}
 	}

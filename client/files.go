@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	"openvibe.network/agentsandbox/workerapi"
 	"strconv"
 	"strings"
 	"time"
@@ -57,6 +58,8 @@ func codeSentinel(code string) error {
 		return ErrNoBrowser
 	case "browser_busy":
 		return ErrBrowserBusy
+	case "no_preview":
+		return ErrNoPreview
 	}
 	return nil
 }
@@ -110,15 +113,7 @@ func (f *Files) List(ctx context.Context, dir string) ([]FileInfo, error) {
 		return nil, fmt.Errorf("list %s: %w", dir, err)
 	}
 	defer resp.Body.Close()
-	var body struct {
-		Items []struct {
-			Name    string    `json:"name"`
-			Type    string    `json:"type"`
-			Size    int64     `json:"size"`
-			Mode    string    `json:"mode"`
-			ModTime time.Time `json:"mtime"`
-		} `json:"items"`
-	}
+	var body workerapi.DirListing
 	if err := json.NewDecoder(io.LimitReader(resp.Body, maxListingBytes)).Decode(&body); err != nil {
 		return nil, fmt.Errorf("list %s: read answer: %w", dir, err)
 	}

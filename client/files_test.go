@@ -145,6 +145,7 @@ func TestAPIErrorMatchesCodes(t *testing.T) {
 		not  error
 	}{
 		{"process_not_found", client.ErrNotFound, client.ErrExists},
+		{"process_exited", client.ErrProcessExited, client.ErrNotFound},
 		{"exists", client.ErrExists, client.ErrNotEmpty},
 		{"not_empty", client.ErrNotEmpty, client.ErrExists},
 		{"file_exists", nil, client.ErrExists},

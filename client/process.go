@@ -5,25 +5,36 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"openvibe.network/agentsandbox/workerapi"
 	"strconv"
 	"time"
 )
 
 // ProcessInfo is the record of a command of a sandbox.
 type ProcessInfo struct {
-	Pid       int       `json:"pid"`
-	Argv      []string  `json:"argv"`
-	StartedAt time.Time `json:"started_at"`
+	Pid       int
+	Argv      []string
+	StartedAt time.Time
 	// TTY says it runs on a terminal; Background that it was started in
 	// the background (a foreground one ends with its request).
-	TTY        bool `json:"tty"`
-	Background bool `json:"background"`
+	TTY        bool
+	Background bool
 	// State is "running" or "exited".
-	State string `json:"state"`
+	State string
 	// ExitCode and Reason are set once State is "exited" (Reason as
 	// ExecResult's).
-	ExitCode int    `json:"exit_code"`
-	Reason   string `json:"reason"`
+	ExitCode int
+	Reason   string
+}
+
+// processInfo is the client's record of the API's process.
+func processInfo(p workerapi.Process) ProcessInfo {
+	info := ProcessInfo{Pid: p.Pid, Argv: p.Argv, StartedAt: p.StartedAt, TTY: p.TTY, Background: p.Background,
+		State: p.State, Reason: p.Reason}
+	if p.ExitCode != nil {
+		info.ExitCode = *p.ExitCode
+	}
+	return info
 }
 
 // Running reports whether the process had not exited when the record was
@@ -65,22 +76,22 @@ func (sb *Sandbox) Start(ctx context.Context, req ExecRequest) (*Process, error)
 }
 
 // start posts a background exec.
-func (sb *Sandbox) start(ctx context.Context, body execBody) (ProcessInfo, error) {
-	var info ProcessInfo
-	if err := sb.w.doJSON(ctx, http.MethodPost, sb.path("exec"), body, &info, http.StatusCreated); err != nil {
+func (sb *Sandbox) start(ctx context.Context, body workerapi.ExecRequest) (ProcessInfo, error) {
+	var p workerapi.Process
+	if err := sb.w.doJSON(ctx, http.MethodPost, sb.path("exec"), body, &p, http.StatusCreated); err != nil {
 		return ProcessInfo{}, fmt.Errorf("start: %w", err)
 	}
-	return info, nil
+	return processInfo(p), nil
 }
 
 // Info returns the process's record. It fails with ErrProcessNotFound for
 // an unknown pid and ErrSandboxNotFound once the sandbox is gone.
 func (p *Process) Info(ctx context.Context) (ProcessInfo, error) {
-	var info ProcessInfo
-	if err := p.sb.w.doJSON(ctx, http.MethodGet, p.path(), nil, &info, http.StatusOK); err != nil {
+	var rec workerapi.Process
+	if err := p.sb.w.doJSON(ctx, http.MethodGet, p.path(), nil, &rec, http.StatusOK); err != nil {
 		return ProcessInfo{}, fmt.Errorf("process %d: %w", p.pid, err)
 	}
-	return info, nil
+	return processInfo(rec), nil
 }
 
 // Output calls fn with each output event of the process: first what its
@@ -96,14 +107,14 @@ func (p *Process) Output(ctx context.Context, follow bool, fn func(ExecEvent) er
 		path += "?follow=1"
 	}
 	var rec ProcessInfo
-	err := p.sb.w.doStream(ctx, http.MethodGet, path, nil, func(ev wireEvent) (bool, error) {
-		if done, err := ev.last(); done {
+	err := p.sb.w.doStream(ctx, http.MethodGet, path, nil, func(ev workerapi.ExecEvent) (bool, error) {
+		if done, err := last(ev); done {
 			if err == nil && ev.Process != nil {
-				rec = *ev.Process
+				rec = processInfo(*ev.Process)
 			}
 			return true, err
 		}
-		out, err := ev.output()
+		out, err := output(ev)
 		if err != nil {
 			return true, err
 		}
@@ -124,10 +135,10 @@ func (p *Process) Wait(ctx context.Context) (ProcessInfo, error) {
 
 // Signal sends sig (TERM, KILL, INT, HUP, QUIT, USR1, USR2, STOP, CONT or
 // WINCH; a SIG prefix is allowed) to the process's group. It fails with
-// ErrInvalidRequest for another signal and ErrProcessNotFound for an
-// unknown or exited process.
+// ErrInvalidRequest for another signal, ErrProcessNotFound for an unknown
+// process and ErrProcessExited for one that has exited.
 func (p *Process) Signal(ctx context.Context, sig string) error {
-	body := map[string]string{"signal": sig}
+	body := workerapi.SignalRequest{Signal: sig}
 	if err := p.sb.w.doJSON(ctx, http.MethodPost, p.path("signal"), body, nil, http.StatusNoContent); err != nil {
 		return fmt.Errorf("signal %d: %w", p.pid, err)
 	}
@@ -138,8 +149,9 @@ func (p *Process) Signal(ctx context.Context, sig string) error {
 // one request, then, when closeInput, closes its stdin (on a terminal:
 // types the end-of-file character). One request carries at most the
 // worker's body limit (64 MiB by default; more is a 413 *APIError): see Run
-// for input of any size. It fails with ErrProcessNotFound for an unknown or
-// exited process, or with r's error.
+// for input of any size. It fails with ErrProcessNotFound for an unknown
+// process, ErrProcessExited for one that had exited before the request
+// (nothing of r was written), or with r's error.
 func (p *Process) Stdin(ctx context.Context, r io.Reader, closeInput bool) error {
 	path := p.path("stdin")
 	if closeInput {

@@ -35,7 +35,7 @@ func (sb *Sandbox) Run(ctx context.Context, req ExecRequest, stdin io.Reader, st
 	fed := make(chan error, 1)
 	go func() {
 		err := p.feed(runCtx, stdin)
-		if err == nil || runCtx.Err() != nil || errors.Is(err, ErrProcessNotFound) {
+		if err == nil || runCtx.Err() != nil || errors.Is(err, ErrProcessNotFound) || errors.Is(err, ErrProcessExited) {
 			fed <- nil // the run ended first, or the command exited before reading all of stdin, as it may
 			return
 		}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"openvibe.network/agentsandbox"
+	"openvibe.network/agentsandbox/workerapi"
 	"time"
 )
 
@@ -57,11 +59,30 @@ func (sb *Sandbox) Usage(ctx context.Context) (Usage, error) {
 // past, and with ErrSandboxNotFound once the sandbox is gone.
 func (sb *Sandbox) Extend(ctx context.Context, minutes int) (SandboxInfo, error) {
 	var in SandboxInfo
-	body := map[string]int{"time_box_minutes": minutes}
+	body := workerapi.PatchRequest{TimeBoxMinutes: &minutes}
 	if err := sb.w.doJSON(ctx, http.MethodPatch, sb.path(), body, &in, http.StatusOK); err != nil {
 		return SandboxInfo{}, fmt.Errorf("extend sandbox: %w", err)
 	}
 	return in, nil
+}
+
+// UpdateSecrets adds or rotates secrets of the sandbox, by name (PATCH
+// with secrets): a name it has keeps its placeholder and the proxy puts
+// the new value in from the next request on; a new name gets a new
+// placeholder, in the environment of the commands started after. It
+// returns the sandbox's description and the placeholder of each secret
+// given, by name. The sandbox must have been created with secrets or
+// with an egress allow entry with methods or paths, and each host must be
+// within those hosts (its trust bundle cannot change): else
+// ErrInvalidRequest, saying what to fix. ErrSandboxNotFound once the
+// sandbox is gone.
+func (sb *Sandbox) UpdateSecrets(ctx context.Context, secrets map[string]agentsandbox.Secret) (SandboxInfo, map[string]string, error) {
+	var in SandboxInfo
+	body := workerapi.PatchRequest{Secrets: secrets}
+	if err := sb.w.doJSON(ctx, http.MethodPatch, sb.path(), body, &in, http.StatusOK); err != nil {
+		return SandboxInfo{}, nil, fmt.Errorf("update secrets: %w", err)
+	}
+	return in, in.SecretPlaceholders, nil
 }
 
 // Delete wipes the sandbox (its commands are killed) and returns the
@@ -69,10 +90,7 @@ func (sb *Sandbox) Extend(ctx context.Context, minutes int) (SandboxInfo, error)
 // and with a 500 *APIError (code wipe_unverified) listing Leftovers when
 // the wipe could not verify itself.
 func (sb *Sandbox) Delete(ctx context.Context) (WipeReport, error) {
-	var rep struct {
-		Verified   bool    `json:"verified"`
-		DurationMS float64 `json:"duration_ms"`
-	}
+	var rep workerapi.WipeReport
 	if err := sb.w.doJSON(ctx, http.MethodDelete, sb.path(), nil, &rep, http.StatusOK); err != nil {
 		return WipeReport{}, fmt.Errorf("delete sandbox: %w", err)
 	}
@@ -107,11 +125,13 @@ func writeOutput(stdout, stderr io.Writer) func(ExecEvent) error {
 // running and exited, oldest first. It fails with ErrSandboxNotFound once
 // the sandbox is gone.
 func (sb *Sandbox) Processes(ctx context.Context) ([]ProcessInfo, error) {
-	var out struct {
-		Items []ProcessInfo `json:"items"`
-	}
+	var out workerapi.ProcessList
 	if err := sb.w.doJSON(ctx, http.MethodGet, sb.path("processes"), nil, &out, http.StatusOK); err != nil {
 		return nil, fmt.Errorf("list processes: %w", err)
 	}
-	return out.Items, nil
+	infos := make([]ProcessInfo, len(out.Items))
+	for i, p := range out.Items {
+		infos[i] = processInfo(p)
+	}
+	return infos, nil
 }

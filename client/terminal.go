@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"openvibe.network/agentsandbox/workerapi"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -45,31 +46,15 @@ type Terminal struct {
 	dropped atomic.Int64
 }
 
-// Attach messages.
-const (
-	attachStdout = 1 // binary message tags from the worker
-	attachStderr = 2
-	// maxInput bounds one input message (the worker takes 1 MiB).
-	maxInput = 32 << 10
-)
-
-// attachMessage is a text message of the attach protocol.
-type attachMessage struct {
-	Type    string       `json:"type"`
-	Rows    int          `json:"rows,omitempty"`
-	Cols    int          `json:"cols,omitempty"`
-	Stream  string       `json:"stream,omitempty"`
-	Bytes   int64        `json:"bytes,omitempty"`
-	Process *ProcessInfo `json:"process,omitempty"`
-	Error   *wireError   `json:"error,omitempty"`
-}
+// maxInput bounds one input message of a terminal (the worker takes 1 MiB).
+const maxInput = 32 << 10
 
 // Terminal starts opts' command in the background on a terminal of the
 // sandbox's own and attaches to it (see (*Process).Attach). ctx bounds the
 // session: once it ends, the connection closes. It fails as Start and
 // Attach do; a command whose attach failed is killed.
 func (sb *Sandbox) Terminal(ctx context.Context, opts TerminalOptions) (*Terminal, error) {
-	info, err := sb.start(ctx, execBody{Argv: opts.Argv, Env: opts.Env, Cwd: opts.Cwd,
+	info, err := sb.start(ctx, workerapi.ExecRequest{Argv: opts.Argv, Env: opts.Env, Cwd: opts.Cwd,
 		Background: true, TTY: true, Rows: opts.Rows, Cols: opts.Cols})
 	if err != nil {
 		return nil, fmt.Errorf("terminal: %w", err)
@@ -89,16 +74,7 @@ func (sb *Sandbox) Terminal(ctx context.Context, opts TerminalOptions) (*Termina
 // either way. It fails with ErrProcessNotFound for an unknown pid and
 // ErrSandboxNotFound once the sandbox is gone.
 func (p *Process) Attach(ctx context.Context) (*Terminal, error) {
-	w := p.sb.w
-	loc := "ws" + strings.TrimPrefix(w.base, "http") + p.path("attach")
-	d := websocket.Dialer{HandshakeTimeout: 30 * time.Second}
-	if tr, ok := w.http.Transport.(*http.Transport); ok && tr.TLSClientConfig != nil {
-		d.TLSClientConfig = tr.TLSClientConfig.Clone()
-	}
-	conn, resp, err := d.DialContext(ctx, loc, http.Header{"Authorization": {"Bearer " + w.token}})
-	if resp != nil && resp.Body != nil {
-		resp.Body.Close()
-	}
+	conn, err := p.sb.w.dialWebSocket(ctx, p.path("attach"))
 	if err != nil {
 		if errors.Is(err, websocket.ErrBadHandshake) {
 			// The handshake keeps no answer: the process's state says why.
@@ -112,6 +88,23 @@ func (p *Process) Attach(ctx context.Context) (*Terminal, error) {
 	t := &Terminal{p: p, ws: ws}
 	t.stop = context.AfterFunc(ctx, func() { ws.Close() })
 	return t, nil
+}
+
+// dialWebSocket opens a WebSocket to path of the worker with the token,
+// through the client's transport's dialer and TLS settings.
+func (w *Worker) dialWebSocket(ctx context.Context, path string) (*websocket.Conn, error) {
+	d := websocket.Dialer{HandshakeTimeout: 30 * time.Second}
+	if tr, ok := w.http.Transport.(*http.Transport); ok {
+		if tr.TLSClientConfig != nil {
+			d.TLSClientConfig = tr.TLSClientConfig.Clone()
+		}
+		d.NetDialContext = tr.DialContext
+	}
+	conn, resp, err := d.DialContext(ctx, "ws"+strings.TrimPrefix(w.base, "http")+path, w.BrowserHeader())
+	if resp != nil && resp.Body != nil {
+		resp.Body.Close()
+	}
+	return conn, err
 }
 
 // Process returns the handle of the session's command.
@@ -144,12 +137,12 @@ func (t *Terminal) next() {
 		return
 	}
 	if !m.Text {
-		if len(m.Data) > 0 && (m.Data[0] == attachStdout || m.Data[0] == attachStderr) {
+		if len(m.Data) > 0 && (m.Data[0] == workerapi.AttachStdout || m.Data[0] == workerapi.AttachStderr) {
 			t.pending = m.Data[1:]
 		}
 		return
 	}
-	var msg attachMessage
+	var msg workerapi.AttachMessage
 	if err := json.Unmarshal(m.Data, &msg); err != nil {
 		t.err = fmt.Errorf("terminal: read message: %w", err)
 		return
@@ -159,7 +152,8 @@ func (t *Terminal) next() {
 		t.dropped.Add(msg.Bytes)
 	case "exit":
 		if msg.Process != nil {
-			t.rec = msg.Process
+			rec := processInfo(*msg.Process)
+			t.rec = &rec
 		}
 		t.err = io.EOF
 	case "error":
@@ -210,15 +204,15 @@ func (t *Terminal) Write(p []byte) (int, error) {
 // Resize sets the terminal's size (the command gets SIGWINCH). The worker
 // ignores a size outside 1..1000.
 func (t *Terminal) Resize(rows, cols int) error {
-	return t.send(attachMessage{Type: "resize", Rows: rows, Cols: cols})
+	return t.send(workerapi.AttachMessage{Type: "resize", Rows: rows, Cols: cols})
 }
 
 // CloseInput ends the command's input: on a terminal it types the
 // end-of-file character.
-func (t *Terminal) CloseInput() error { return t.send(attachMessage{Type: "eof"}) }
+func (t *Terminal) CloseInput() error { return t.send(workerapi.AttachMessage{Type: "eof"}) }
 
 // send sends a text message.
-func (t *Terminal) send(msg attachMessage) error {
+func (t *Terminal) send(msg workerapi.AttachMessage) error {
 	b, err := json.Marshal(msg)
 	if err != nil {
 		return err

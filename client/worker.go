@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"net/http"
 	"net/url"
+	"openvibe.network/agentsandbox/workerapi"
 	"strings"
 	"time"
 
@@ -124,21 +125,32 @@ func filePath(p string) string {
 // CreateOptions are the settings of a new sandbox.
 type CreateOptions struct {
 	// TimeBoxMinutes is how long the sandbox lives, 5..30; 0 means 5.
-	TimeBoxMinutes int `json:"time_box_minutes,omitempty"`
+	TimeBoxMinutes int
 	// Env is added to the environment of every command.
-	Env map[string]string `json:"env,omitempty"`
+	Env map[string]string
+	// Secrets are credentials the sandbox may use but never read, by
+	// variable name: its environment gets a placeholder for each, and the
+	// worker's egress proxy puts the value in place of it only in HTTPS
+	// requests to the secret's hosts (which Egress must allow). Bad ones
+	// are ErrInvalidRequest saying what to fix.
+	Secrets map[string]agentsandbox.Secret
 	// Browser gives the sandbox a headless browser (see BrowserURL); the
 	// worker must have one (else ErrNoBrowser), and the limits must hold it
 	// (else ErrInvalidRequest saying which).
-	Browser bool `json:"-"`
+	Browser bool
 	// StartBrowser starts the browser at create, not at the first
 	// connection (with Browser).
-	StartBrowser bool `json:"-"`
+	StartBrowser bool
 	// Egress is what the sandbox may reach; nil takes the worker's default.
-	Egress *agentsandbox.EgressPolicy `json:"egress,omitempty"`
+	Egress *agentsandbox.EgressPolicy
 	// Limits are the sandbox's own, each within the worker's (a zero field
 	// takes the worker's); one over the worker's is a 400 naming it.
-	Limits RequestLimits `json:"limits,omitzero"`
+	Limits RequestLimits
+	// Image is the image the sandbox runs on instead of the worker's view
+	// of its host (a reference from a registry the worker allows; it is
+	// pulled first when the worker does not hold it). Errors: see
+	// ErrImageNotAllowed, ErrImageNotFound and ErrImageUnavailable.
+	Image string
 }
 
 // RequestLimits are the limits a sandbox asks for on create: memory_mb,
@@ -150,28 +162,13 @@ type RequestLimits = agentsandbox.Limits
 type Usage = agentsandbox.Usage
 
 // Limits are the limits of a sandbox.
-type Limits struct {
-	MemoryMB       int `json:"memory_mb"`
-	DiskMB         int `json:"disk_mb"`
-	Pids           int `json:"pids"`
-	CPUPercent     int `json:"cpu_percent"`
-	TimeBoxMinutes int `json:"time_box_minutes"`
-}
+type Limits = workerapi.SandboxLimits
 
-// SandboxInfo describes a sandbox of the worker.
-type SandboxInfo struct {
-	ID        string    `json:"id"`
-	CreatedAt time.Time `json:"created_at"`
-	ExpiresAt time.Time `json:"expires_at"`
-	Limits    Limits    `json:"limits"`
-	// Egress is the policy the sandbox runs under.
-	Egress agentsandbox.EgressPolicy `json:"egress"`
-	// Browser says whether the sandbox has a headless browser.
-	Browser bool `json:"browser"`
-	// State ("running") and Usage are set only by (*Sandbox).Info.
-	State string `json:"state,omitempty"`
-	Usage Usage  `json:"usage"`
-}
+// SandboxInfo describes a sandbox of the worker: its id, times, limits,
+// egress policy, browser, image and state ("running", or "broken": its init
+// stopped answering, every call but Delete fails with ErrSandboxBroken);
+// Usage is set only by (*Sandbox).Info.
+type SandboxInfo = workerapi.SandboxState
 
 // WipeReport is the answer to a delete: the wipe removed everything of the
 // sandbox and verified it, in Duration.
@@ -185,7 +182,7 @@ type WipeReport struct {
 // (a limit over the worker's among them). See Sandbox for a handle of it.
 func (w *Worker) Create(ctx context.Context, opts CreateOptions) (SandboxInfo, error) {
 	var sb SandboxInfo
-	if err := w.doJSON(ctx, http.MethodPost, "/v1/sandboxes", opts, &sb, http.StatusCreated); err != nil {
+	if err := w.doJSON(ctx, http.MethodPost, "/v1/sandboxes", opts.request(), &sb, http.StatusCreated); err != nil {
 		return SandboxInfo{}, fmt.Errorf("create sandbox: %w", err)
 	}
 	return sb, nil
@@ -194,13 +191,15 @@ func (w *Worker) Create(ctx context.Context, opts CreateOptions) (SandboxInfo, e
 // List returns the worker's sandboxes. Its errors are those of every Worker
 // method (see Worker).
 func (w *Worker) List(ctx context.Context) ([]SandboxInfo, error) {
-	var out struct {
-		Items []SandboxInfo `json:"items"`
-	}
+	var out workerapi.SandboxList
 	if err := w.doJSON(ctx, http.MethodGet, "/v1/sandboxes", nil, &out, http.StatusOK); err != nil {
 		return nil, fmt.Errorf("list sandboxes: %w", err)
 	}
-	return out.Items, nil
+	infos := make([]SandboxInfo, len(out.Items))
+	for i, sb := range out.Items {
+		infos[i] = SandboxInfo{Sandbox: sb}
+	}
+	return infos, nil
 }
 
 // Delete wipes sandbox id: see (*Sandbox).Delete.
@@ -223,22 +222,12 @@ func (w *Worker) GetFile(ctx context.Context, id, path string, dst io.Writer) er
 
 // SelfTest is the outcome of a worker's self-test: Checks holds the checks
 // that ran, NotRun those that could not.
-type SelfTest struct {
-	Passed    bool            `json:"passed"`
-	Checks    map[string]bool `json:"checks"`
-	NotRun    []string        `json:"not_run,omitempty"`
-	Reasons   []string        `json:"reasons"`
-	CheckedAt time.Time       `json:"checked_at"`
-}
+type SelfTest = workerapi.SelfTestSummary
 
-// WorkerStatus is the worker's capacity, load and last self-test (nil
-// before the first), and why slots are out of use (an unverified wipe).
-type WorkerStatus struct {
-	Capacity      int       `json:"capacity"`
-	Active        int       `json:"active"`
-	SelfTest      *SelfTest `json:"self_test"`
-	SlotsOutOfUse []string  `json:"slots_out_of_use,omitempty"`
-}
+// WorkerStatus is the worker's capacity, load, pooled slots and last
+// self-test (nil before the first), and why slots are out of use (an
+// unverified wipe).
+type WorkerStatus = workerapi.Status
 
 // Status returns the worker's status. Its errors are those of every Worker
 // method (see Worker).

@@ -301,7 +301,7 @@ func checkScreenshot(t *testing.T, shot []byte) {
 }
 
 // TestSelftestBrowser: `codes-sandbox selftest --browser on` runs the
-// browser check beside the nine and passes.
+// browser check beside the nine (and credentials_brokered) and passes.
 func TestSelftestBrowser(t *testing.T) {
 	requireChromium(t)
 	bin := binaries(t)
@@ -316,7 +316,7 @@ func TestSelftestBrowser(t *testing.T) {
 	if err := json.Unmarshal(out, &res); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	if !res.Passed || !res.Checks["browser"] || len(res.Checks) != 10 {
+	if !res.Passed || !res.Checks["browser"] || !res.Checks["credentials_brokered"] || len(res.Checks) != 11 {
 		t.Fatalf("result %s", out)
 	}
 }

@@ -55,10 +55,11 @@ func TestWorkerChecksInAlive(t *testing.T) {
 	if err := json.Unmarshal(v.Report, &r); err != nil {
 		t.Fatal(err)
 	}
-	if !r.Ready || len(r.Checks) != len(agentsandbox.Checks()) || r.Capacity != 2 {
+	// The nine, and credentials_brokered (a worker with egress).
+	if !r.Ready || len(r.Checks) != len(agentsandbox.Checks())+1 || r.Capacity != 2 {
 		t.Errorf("report ready=%v checks=%v capacity=%d", r.Ready, r.Checks, r.Capacity)
 	}
-	for _, c := range agentsandbox.Checks() {
+	for _, c := range append(agentsandbox.Checks(), agentsandbox.CheckCredentialsBrokered) {
 		if !r.Checks[c] {
 			t.Errorf("check %s is false", c)
 		}
@@ -200,7 +201,7 @@ func TestSelftestCommand(t *testing.T) {
 		passed bool
 		checks int
 	}{
-		{"OK", []string{"selftest", "--json", "--browser", "off"}, true, len(agentsandbox.Checks())},
+		{"OK", []string{"selftest", "--json", "--browser", "off"}, true, len(agentsandbox.Checks()) + 1}, // and credentials_brokered
 		{"ErrNoEgress", []string{"selftest", "--json", "--no-egress", "--browser", "off"}, false, len(agentsandbox.Checks())},
 	}
 	for _, tc := range tests {
@@ -285,7 +286,7 @@ func TestServeFromConfigFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	wp := startEnv(t, []string{"CODES_SANDBOX_SERVICE_TOKEN=" + strings.TrimSpace(string(token))},
-		filepath.Join(bin, "codes-sandbox"), "serve", "--config", cfgFile, "--addr-file", filepath.Join(dir, "addr"), "--browser", "off")
+		filepath.Join(bin, "codes-sandbox"), "serve", "--config", cfgFile, "--addr-file", filepath.Join(dir, "addr"), "--browser", "off", "--overcommit")
 	wp.addr(t, filepath.Join(dir, "addr"))
 	var v ownerView
 	waitFor(t, "the owner's view to say alive", func() bool { v = view(t, live, w); return v.State == "alive" }, wp)

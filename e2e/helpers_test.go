@@ -1,6 +1,9 @@
 // Package e2e runs the whole system as a person would: it builds ovlive and
 // codes-sandbox, starts them as processes on loopback and checks what the
-// stream's owner sees. It holds tests only.
+// stream's owner sees. It holds tests only. Every worker starts with
+// --overcommit: the suite runs in the 3 GB vm guest too, whose RAM and
+// fs.file-max are below two sandboxes at the default caps (the refusal
+// itself is proved by cmd/codes-sandbox-worker's tests).
 package e2e
 
 import (
@@ -25,6 +28,11 @@ import (
 // wait bounds every wait of these tests (generous: the machine is loaded).
 const wait = 60 * time.Second
 
+// startWait bounds a server's start, up to its address file: a worker
+// writes it after its start-up self-test, whose browser check alone took
+// over a minute on a machine at load 50.
+const startWait = 3 * time.Minute
+
 // BinDirEnv names a directory that already holds ovlive and codes-sandbox
 // (the guest suite in vmtest/ builds them on the host, as the guest has no
 // Go toolchain state to build with); when it is set, binaries uses them.
@@ -38,7 +46,7 @@ var (
 
 // binaries builds ovlive and codes-sandbox once per test binary and returns
 // their directory (or returns $AGENTSANDBOX_E2E_BIN, see BinDirEnv).
-func binaries(t *testing.T) string {
+func binaries(t testing.TB) string {
 	t.Helper()
 	testenv.RequireSandbox(t)
 	if dir := os.Getenv(BinDirEnv); dir != "" {
@@ -49,7 +57,11 @@ func binaries(t *testing.T) string {
 		if buildErr != nil {
 			return
 		}
-		cmd := exec.Command("go", "build", "-o", binDir+"/", "../cmd/ovlive", "../cmd/codes-sandbox", "../cmd/codes-sandbox-worker")
+		// Static, as the packages ship them (an image sandbox's init must
+		// be: an image has none of the host's libraries), and the lean init
+		// beside the worker, from the same build.
+		cmd := exec.Command("go", "build", "-o", binDir+"/", "../cmd/ovlive", "../cmd/codes-sandbox", "../cmd/codes-sandbox-worker", "../cmd/codes-sandbox-init")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
@@ -83,13 +95,13 @@ type proc struct {
 
 // start runs bin with args; it is killed (if still running) at the end of the
 // test, and its stderr is logged when the test failed.
-func start(t *testing.T, bin string, args ...string) *proc {
+func start(t testing.TB, bin string, args ...string) *proc {
 	t.Helper()
 	return startEnv(t, nil, bin, args...)
 }
 
 // startEnv is start with env added to the program's environment.
-func startEnv(t *testing.T, env []string, bin string, args ...string) *proc {
+func startEnv(t testing.TB, env []string, bin string, args ...string) *proc {
 	t.Helper()
 	p := &proc{cmd: exec.Command(bin, args...), stderr: &syncbuf.Buffer{}, done: make(chan struct{})}
 	p.cmd.Stderr = p.stderr
@@ -109,7 +121,7 @@ func startEnv(t *testing.T, env []string, bin string, args ...string) *proc {
 }
 
 // stop sends SIGTERM and waits for the exit; it returns the exit error.
-func (p *proc) stop(t *testing.T) error {
+func (p *proc) stop(t testing.TB) error {
 	t.Helper()
 	select {
 	case <-p.done:
@@ -128,10 +140,10 @@ func (p *proc) stop(t *testing.T) error {
 }
 
 // addr waits for the address file that a server writes once listening.
-func (p *proc) addr(t *testing.T, file string) string {
+func (p *proc) addr(t testing.TB, file string) string {
 	t.Helper()
 	var a string
-	waitFor(t, "the address in "+file, func() bool {
+	waitUntil(t, "the address in "+file, startWait, func() bool {
 		b, err := os.ReadFile(file)
 		a = strings.TrimSpace(string(b))
 		return err == nil && a != ""
@@ -141,7 +153,13 @@ func (p *proc) addr(t *testing.T, file string) string {
 
 // waitFor polls cond every 20 ms until it holds, failing after wait or
 // when p exits first.
-func waitFor(t *testing.T, what string, cond func() bool, p *proc) {
+func waitFor(t testing.TB, what string, cond func() bool, p *proc) {
+	t.Helper()
+	waitUntil(t, what, wait, cond, p)
+}
+
+// waitUntil is waitFor with its own bound.
+func waitUntil(t testing.TB, what string, wait time.Duration, cond func() bool, p *proc) {
 	t.Helper()
 	deadline := time.Now().Add(wait)
 	for !cond() {
@@ -205,7 +223,7 @@ func startWorker(t *testing.T, bin, live string, w world, extra ...string) (*pro
 		t.Fatal(err)
 	}
 	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--addr-file", filepath.Join(dir, "addr"),
-		"--api-token-file", apiToken, "--capacity", "2",
+		"--api-token-file", apiToken, "--capacity", "2", "--overcommit",
 		"--live-url", live, "--stream", w.stream, "--subject", w.person, "--service-token-file", w.tokenFile, "--browser", "off"}, extra...)
 	p := start(t, filepath.Join(bin, "codes-sandbox"), args...)
 	return p, p.addr(t, filepath.Join(dir, "addr"))

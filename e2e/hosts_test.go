@@ -106,7 +106,8 @@ func TestHostsThatCannotRunSandboxes(t *testing.T) {
 			c := exec.Command(os.Args[0], worker, "selftest", "--json", "--browser", "off")
 			c.Env = append(os.Environ(), noNamespacesEnv+"=1")
 			return c
-		}, []string{"runs under a seccomp filter", "seccomp=unconfined", "bubblewrap said: bwrap: No permissions to create new namespace"}},
+		}, []string{"the seccomp filter the worker runs under refuses the namespaces every sandbox needs",
+			"(clone with CLONE_NEWUSER, CLONE_NEWNS…: operation not permitted)", "--security-opt seccomp=/usr/share/codes-sandbox/seccomp.json"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cmd := tc.cmd()

@@ -27,7 +27,7 @@ func TestWorkerTLSReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	wp := start(t, filepath.Join(bin, "codes-sandbox"), "serve", "--listen", "127.0.0.1:0", "--addr-file", filepath.Join(dir, "addr"),
-		"--api-token-file", apiToken, "--capacity", "1", "--pool", "0", "--tls-cert-file", certFile, "--tls-key-file", keyFile, "--browser", "off")
+		"--api-token-file", apiToken, "--capacity", "1", "--overcommit", "--pool", "0", "--tls-cert-file", certFile, "--tls-key-file", keyFile, "--browser", "off")
 	addr := strings.TrimPrefix(wp.addr(t, filepath.Join(dir, "addr")), "http://")
 
 	// serial asks the API's status over HTTPS, trusting only the

@@ -179,7 +179,7 @@ func policy256(tb testing.TB) *policy.Policy {
 			fmt.Sprintf("198.51.%d.%d", i/250, i%250+1))
 	}
 	allow = append(allow[:255], "public.test")
-	return compiled(tb, agentsandbox.EgressPolicy{Mode: agentsandbox.EgressAllow, Allow: allow, Deny: nil})
+	return compiled(tb, agentsandbox.EgressPolicy{Mode: agentsandbox.EgressAllow, Allow: agentsandbox.EgressHosts(allow...), Deny: nil})
 }
 
 // BenchmarkGuardPolicy is the guard's cost per CONNECT decision (parse,

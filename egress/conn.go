@@ -17,14 +17,21 @@ import (
 	"openvibe.network/agentsandbox/internal/tunnel"
 )
 
-// maxHeaderBytes bounds the request line and header of a request, and the
-// status line and header of a response (net/http's default).
-const maxHeaderBytes = 1 << 20
-
 // clientBuffer is the size of the buffer a client's requests are read
-// through; a request header that must be seen whole before it is parsed
-// (to check its Host) has to fit in it.
-const clientBuffer = 16 << 10
+// through, and so the bound of a request's line and header (MaxHeaderBytes):
+// every request header is seen whole in it before it is parsed, in every
+// mode, so that a sandbox's connections make the worker hold at most this
+// much of their headers each (MaxConns × clientBuffer per sandbox).
+const clientBuffer = MaxHeaderBytes
+
+// MaxHeaderBytes bounds a request's line and header as a sandbox sends it
+// to the proxy; a longer one is answered 431 (ReasonHeaderTooLarge).
+const MaxHeaderBytes = 16 << 10
+
+// maxResponseHeader bounds the status line and header of an upstream's
+// response: the size of the buffer it is read through (upstreamBuffer),
+// where its Connection header is looked at whole (see connectionTokens).
+const maxResponseHeader = upstreamBuffer
 
 // answerTimeout bounds the write of a refusal to a client that does not read.
 const answerTimeout = 5 * time.Second
@@ -58,7 +65,7 @@ func (p *Proxy) serve(a *attachment, c net.Conn) {
 	}
 	defer a.untrack(c)
 	mc := &meter{Conn: c}
-	lr := &io.LimitedReader{R: mc, N: maxHeaderBytes}
+	lr := &io.LimitedReader{R: mc, N: clientBuffer}
 	var src io.Reader = lr
 	if len(first) > 0 {
 		src = io.MultiReader(bytes.NewReader(first), lr)
@@ -70,6 +77,10 @@ func (p *Proxy) serve(a *attachment, c net.Conn) {
 	_ = c.SetReadDeadline(time.Time{})
 	if errors.Is(err, io.EOF) {
 		return // closed before a byte: a probe, not a request
+	}
+	if errors.Is(err, errHeaderTooLarge) {
+		p.refuseHeader(a, c)
+		return
 	}
 	if err != nil {
 		p.finish(a, &record{sandbox: a.id, start: time.Now(), reason: ReasonBadRequest, detail: "not an HTTP proxy request"})
@@ -118,6 +129,32 @@ func (p *Proxy) takeOver(a *attachment, c net.Conn) (served net.Conn, first []by
 	return handed, nil, true
 }
 
+// refuseHeader answers a request whose header is over MaxHeaderBytes (431)
+// and logs it; the connection then closes. A TCP client (handed over by the
+// bridge) is given a moment to read the answer before the close: the rest
+// of its header, still arriving, would otherwise make the close a reset
+// that can discard the answer.
+func (p *Proxy) refuseHeader(a *attachment, c net.Conn) {
+	rec := &record{sandbox: a.id, start: time.Now()}
+	p.answer(c, rec, ReasonHeaderTooLarge, fmt.Sprintf("a request header over %d bytes", MaxHeaderBytes))
+	p.finish(a, rec)
+	if tc, ok := c.(*net.TCPConn); ok && tc.CloseWrite() == nil {
+		_ = tc.SetReadDeadline(time.Now().Add(lingerTime))
+		_, _ = io.CopyN(io.Discard, tc, lingerBytes)
+	}
+}
+
+// lingerTime and lingerBytes bound what refuseHeader reads of a refused
+// client after its answer.
+const (
+	lingerTime  = time.Second
+	lingerBytes = 256 << 10
+)
+
+// errHeaderTooLarge is returned by readRequest for a request whose line
+// and header do not fit in its reader's buffer.
+var errHeaderTooLarge = errors.New("request header too large")
+
 // errNotHTTP is returned by readRequest for a connection that does not
 // start with an HTTP method and a space.
 var errNotHTTP = errors.New("not an HTTP request")
@@ -134,9 +171,11 @@ type hostHeader struct {
 
 // readRequest reads a request, giving up at once on a connection that does
 // not start like one (an upper-case method, then a space): binary data is
-// refused at its first bytes instead of being read up to a line end. With
-// withHost, the header block is looked at first, for the Host header; a
-// header block larger than the buffer is then refused.
+// refused at its first bytes instead of being read up to a line end. The
+// header block is then waited for in br's buffer, so that it is parsed only
+// once it is whole; one larger than the buffer is refused
+// (errHeaderTooLarge) and the worker never holds more of it. With
+// withHost, its Host header is returned.
 func readRequest(br *bufio.Reader, withHost bool) (*http.Request, hostHeader, error) {
 	for i := 0; ; i++ {
 		b, err := br.Peek(i + 1)
@@ -154,37 +193,57 @@ func readRequest(br *bufio.Reader, withHost bool) (*http.Request, hostHeader, er
 			return nil, hostHeader{}, errNotHTTP
 		}
 	}
+	block, err := peekHeader(br)
+	if err != nil {
+		return nil, hostHeader{}, err
+	}
 	var h hostHeader
 	if withHost {
-		block, err := peekHeader(br)
-		if err != nil {
-			return nil, hostHeader{}, err
-		}
 		h = findHost(block)
 	}
 	req, err := http.ReadRequest(br)
 	return req, h, err
 }
 
-// peekHeader returns the header block waiting in br (up to its blank
-// line) without consuming it. Errors: it does not fit in br, or the read
-// error.
+// peekHeader returns the header block waiting in br (its lines, without
+// the blank line that ends it) without consuming it. Each wait for more
+// bytes looks only at what came since the last (and the 3 bytes before), so
+// a header sent a byte at a time costs its length, not its square. Errors:
+// errHeaderTooLarge when it does not fit in br, or the read error.
 func peekHeader(br *bufio.Reader) ([]byte, error) {
+	from := 0
 	for {
 		b, _ := br.Peek(br.Buffered())
-		if end := bytes.Index(b, []byte("\r\n\r\n")); end >= 0 {
-			return b[:end+2], nil
-		}
-		if end := bytes.Index(b, []byte("\n\n")); end >= 0 {
-			return b[:end+1], nil
+		if end := headerEnd(b, from); end >= 0 {
+			return b[:end], nil
 		}
 		if len(b) == br.Size() {
-			return nil, errors.New("request header larger than the proxy's buffer")
+			return nil, errHeaderTooLarge
 		}
+		from = max(0, len(b)-3)
 		if _, err := br.Peek(len(b) + 1); err != nil { // wait for more
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF // a header cut short is no probe
+			}
 			return nil, err
 		}
 	}
+}
+
+// headerEnd returns the length of the header lines in b, up to the blank
+// line ("\n\n" or "\n\r\n") that ends them, looking for it from b[from:];
+// -1 when b holds none.
+func headerEnd(b []byte, from int) int {
+	for i := from; i < len(b); i++ {
+		if b[i] != '\n' {
+			continue
+		}
+		rest := b[i+1:]
+		if len(rest) >= 1 && rest[0] == '\n' || len(rest) >= 2 && rest[0] == '\r' && rest[1] == '\n' {
+			return i + 1
+		}
+	}
+	return -1
 }
 
 // findHost returns the Host header of a raw header block.
@@ -199,13 +258,23 @@ func findHost(block []byte) hostHeader {
 	return hostHeader{}
 }
 
-// connect answers a CONNECT: check, dial, 200, then a tunnel. When the
+// connect answers a CONNECT: an intercepted host is served by intercept;
+// a host whose methods and paths cannot be checked on its port is refused
+// (ReasonRuleDenied); else check, dial, 200, then a tunnel. When the
 // sandbox's destinations are decided by name, the tunnel's first bytes
 // must name the same destination: on port 80 every request in the tunnel
 // is read and its Host checked (see session), on any other port the TLS
 // ClientHello's SNI must be the name (see MatchSNI); a mismatch ends the
 // tunnel with a TLS alert.
 func (p *Proxy) connect(a *attachment, c net.Conn, br *bufio.Reader, req *http.Request, rec *record) {
+	if a.broker != nil && p.intercept(a, c, br, req, rec) {
+		return
+	}
+	if h, port, v := splitHostPort(req.RequestURI); v.Reason == "" && port != 80 && a.policy.HTTPRulesFor(strings.ToLower(h), port) {
+		rec.target, rec.host, rec.port = req.RequestURI, strings.ToLower(h), port
+		p.answer(c, rec, ReasonRuleDenied, fmt.Sprintf("%s:%d has methods or paths, which are checked over HTTPS on port 443 and HTTP on port 80 only", rec.host, port))
+		return
+	}
 	up, v, ok := p.open(a, c, req.RequestURI, rec)
 	if !ok {
 		return
@@ -272,15 +341,7 @@ func (p *Proxy) open(a *attachment, c net.Conn, target string, rec *record) (net
 	up, addr, err := p.guard.dialVerdict(ctx, v, p.dial)
 	rec.address = addr
 	if err != nil {
-		reason := ReasonDialFailed
-		var ne net.Error
-		switch {
-		case errors.Is(err, ErrRefusedAtDial):
-			reason = ReasonPrivate
-		case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
-			reason = ReasonDialTimeout
-		}
-		p.answer(c, rec, reason, err.Error())
+		p.answer(c, rec, dialFailure(err), err.Error())
 		return nil, v, false
 	}
 	if !a.track(up) {
@@ -314,6 +375,8 @@ func statusFor(wire string) int {
 		return http.StatusBadRequest
 	case ReasonConnLimit:
 		return http.StatusTooManyRequests
+	case ReasonHeaderTooLarge:
+		return http.StatusRequestHeaderFieldsTooLarge
 	default:
 		return http.StatusForbidden
 	}
@@ -381,4 +444,18 @@ func clip(s string) string {
 		return s[:256]
 	}
 	return strings.ToValidUTF8(s, "?")
+}
+
+// dialFailure is the refusal reason of a failed upstream dial: the guard's
+// refusal at dial time (an address it refuses), a timeout, or any other
+// failure.
+func dialFailure(err error) string {
+	var ne net.Error
+	switch {
+	case errors.Is(err, ErrRefusedAtDial):
+		return ReasonPrivate
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return ReasonDialTimeout
+	}
+	return ReasonDialFailed
 }

@@ -132,11 +132,15 @@ func (s *session) run(req *http.Request, host hostHeader) {
 		}
 		var err error
 		if s.lr != nil {
-			s.lr.N = maxHeaderBytes
+			s.lr.N = clientBuffer
 		}
 		req, host, err = readRequest(s.br, s.a.named)
 		if s.lr != nil {
 			s.lr.N = math.MaxInt64
+		}
+		if errors.Is(err, errHeaderTooLarge) {
+			s.p.refuseHeader(s.a, s.c.Conn)
+			return
 		}
 		if err != nil {
 			return // the client closed, went idle, or sent what is no request
@@ -149,6 +153,10 @@ func (s *session) run(req *http.Request, host hostHeader) {
 func (s *session) runTunnel() {
 	for {
 		req, host, err := readRequest(s.br, true)
+		if errors.Is(err, errHeaderTooLarge) {
+			s.p.refuseHeader(s.a, s.c.Conn)
+			return
+		}
 		if err != nil {
 			return
 		}
@@ -179,6 +187,9 @@ func (s *session) serveOne(req *http.Request, host hostHeader) bool {
 				return false
 			}
 		}
+	}
+	if !s.p.rulesOK(s.a, s.c.Conn, req, target, rec) || !s.p.plainSecretsOK(s.a, s.c.Conn, req, target, rec) {
+		return false
 	}
 	switch {
 	case s.fixed == nil:
@@ -312,7 +323,7 @@ func (s *session) exchange(req *http.Request, target string, rec *record, expect
 		err := req.Write(up.m)
 		var resp *http.Response
 		if err == nil {
-			up.lr.N = maxHeaderBytes
+			up.lr.N = maxResponseHeader
 			resp, err = finalResponse(up.br, req, s.c)
 			up.lr.N = math.MaxInt64
 		}

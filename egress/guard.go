@@ -41,6 +41,10 @@ const (
 	ReasonBadRequest   = "bad-request"        // not a proxy request
 	ReasonConnLimit    = "conn-limit"         // sandbox has too many connections
 	ReasonUpstream     = "upstream-failed"    // the upstream answer was broken
+	ReasonRuleDenied   = "rule-denied"        // outside the methods and paths of the host's allow entry
+	// ReasonHeaderTooLarge: a request's line and header are over
+	// MaxHeaderBytes (answered 431).
+	ReasonHeaderTooLarge = "header-too-large"
 )
 
 // ReasonRefused is what the sandbox is told instead of the reasons that
@@ -137,9 +141,10 @@ func (g *Guard) Check(ctx context.Context, hostport string) Verdict {
 // public mode). In order: the host must be canonical and the port allowed;
 // the operator's deny list and pol must let the name (or literal) through,
 // asked before any lookup, so a refused name never reaches a resolver;
-// then the name is resolved once, and every address (the literal, or every
-// answer) must be public and neither the proxy's nor the host's own. It
-// never connects.
+// then the name is resolved once, every answer must be outside the deny
+// entries that are addresses or ranges (the operator's and pol's), and
+// every address (the literal, or every answer) must be public and neither
+// the proxy's nor the host's own. It never connects.
 func (g *Guard) CheckPolicy(ctx context.Context, hostport string, pol *policy.Policy) Verdict {
 	host, port, v := splitHostPort(hostport)
 	if v.Reason != "" {
@@ -180,6 +185,11 @@ func (g *Guard) checkHost(ctx context.Context, host string, port uint16, pol *po
 			return refuse(ReasonResolve, "%s: %v", host, err)
 		}
 	}
+	if !isLiteral {
+		if v := g.checkAnswers(host, addrs, port, pol); v.Reason != "" {
+			return v
+		}
+	}
 	for _, a := range addrs {
 		if v := g.CheckAddr(a); !v.Allowed {
 			v.Addresses = addrs
@@ -187,6 +197,29 @@ func (g *Guard) checkHost(ctx context.Context, host string, port uint16, pol *po
 		}
 	}
 	return Verdict{Allowed: true, Reason: ReasonOK, Addresses: addrs}
+}
+
+// checkAnswers holds every address host resolved to against the deny
+// entries that are addresses or ranges, the operator's and pol's: a denied
+// address is refused under every name, with ReasonPolicy and the address
+// in Detail. It returns the zero Verdict when none matches.
+func (g *Guard) checkAnswers(host string, addrs []netip.Addr, port uint16, pol *policy.Policy) Verdict {
+	for _, a := range addrs {
+		if pat, denied := g.deny.MatchAddr(a, port); denied {
+			v := refuse(ReasonPolicy, "%s resolves to %s, which matches the worker's deny entry %q", host, a, pat)
+			v.Addresses = addrs
+			return v
+		}
+		if pol == nil {
+			continue
+		}
+		if ok, detail := pol.DecideAddr(host, a, port); !ok {
+			v := refuse(ReasonPolicy, "%s", detail)
+			v.Addresses = addrs
+			return v
+		}
+	}
+	return Verdict{}
 }
 
 // CheckAddr classifies one address: refused when it is the proxy's own

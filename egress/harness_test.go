@@ -20,6 +20,7 @@ import (
 	"openvibe.network/agentsandbox/internal/metrics"
 	"openvibe.network/agentsandbox/internal/syncbuf"
 	"openvibe.network/agentsandbox/internal/unixsock"
+	"openvibe.network/agentsandbox/sandbox"
 )
 
 // ioTimeout bounds every blocking step of a test; it is generous because
@@ -212,3 +213,25 @@ func wantRefused(tb testing.TB, resp *http.Response, body string, status int, re
 }
 
 func newJSONLogger(w *syncbuf.Buffer) *slog.Logger { return slog.New(slog.NewJSONHandler(w, nil)) }
+
+// newSandboxRuntime is a runtime of real sandboxes made with cfg and a
+// state dir of its own (as the sandbox package's tests), both gone when the
+// test ends.
+func newSandboxRuntime(tb testing.TB, cfg sandbox.Config) *sandbox.Runtime {
+	tb.Helper()
+	state, err := os.MkdirTemp("/run", "codes-sandbox-test-")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { os.RemoveAll(state) })
+	if err := os.Chmod(state, 0o755); err != nil { // the sandbox uids traverse it
+		tb.Fatal(err)
+	}
+	cfg.StateDir = state
+	rt, err := sandbox.NewRuntime(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { rt.Close() })
+	return rt
+}

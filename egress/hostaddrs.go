@@ -29,6 +29,15 @@ type HostAddrsConfig struct {
 	// checks in with) at every refresh; it must return quickly (cache what
 	// it resolves).
 	Extra func(ctx context.Context) []netip.Prefix
+	// Static are the host's own addresses that are on no interface, which
+	// the operator names (--egress-host-address): e.g. the public address
+	// a cloud maps 1:1 to the host's private one.
+	Static []netip.Prefix
+	// InstanceData, when set, is the path of cloud-init's instance data
+	// (production passes DefaultInstanceData): the public addresses it
+	// names are the host's too (see InstanceDataAddrs). It is read again
+	// when it changes; no metadata service is ever asked.
+	InstanceData string
 	// Every is the re-read interval (default DefaultHostRefresh).
 	Every time.Duration
 	// Netlink subscribes to the kernel's address changes, so that a new
@@ -43,10 +52,12 @@ type HostAddrsConfig struct {
 // HostAddrs is the set of the host's own addresses that the guard refuses
 // (ReasonHostSelf): every address of every interface, re-read every few
 // seconds and at each netlink notification of an address change, plus the
-// configured extras. A refresh that fails keeps the last set (an address
+// configured extras, the operator's static addresses and the public
+// addresses cloud-init's instance data names. A refresh that fails keeps the last set (an address
 // that went away stays refused a little longer). Its methods are safe for concurrent use; a nil *HostAddrs holds nothing.
 type HostAddrs struct {
 	cfg  HostAddrsConfig
+	data *instanceData // nil without InstanceData
 	cur  atomic.Pointer[[]netip.Prefix]
 	stop context.CancelFunc
 	wg   sync.WaitGroup
@@ -67,6 +78,9 @@ func NewHostAddrs(cfg HostAddrsConfig) (*HostAddrs, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	h := &HostAddrs{cfg: cfg}
+	if cfg.InstanceData != "" {
+		h.data = &instanceData{path: cfg.InstanceData}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	h.stop = cancel
 	if err := h.Refresh(ctx); err != nil {
@@ -105,7 +119,8 @@ func (h *HostAddrs) run(ctx context.Context, changed <-chan struct{}) {
 }
 
 // Refresh re-reads the sources now. Errors: the interfaces could not be
-// listed (the last set is kept).
+// listed (the last set is kept). Instance data that cannot be read is
+// logged, and its last addresses kept.
 func (h *HostAddrs) Refresh(ctx context.Context) error {
 	ps, err := h.cfg.Interfaces()
 	if err != nil {
@@ -113,6 +128,14 @@ func (h *HostAddrs) Refresh(ctx context.Context) error {
 	}
 	if h.cfg.Extra != nil {
 		ps = append(ps, h.cfg.Extra(ctx)...)
+	}
+	ps = append(ps, h.cfg.Static...)
+	if h.data != nil {
+		cloud, err := h.data.prefixes()
+		if err != nil {
+			h.cfg.Logger.Warn("host addresses: cloud-init's instance data unreadable; keeping its last addresses", "err", err)
+		}
+		ps = append(ps, cloud...)
 	}
 	ps = slices.DeleteFunc(ps, func(p netip.Prefix) bool { return !p.IsValid() })
 	for i, p := range ps {

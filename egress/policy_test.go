@@ -24,7 +24,7 @@ import (
 // pypiPolicy is the allow-list the tests attach sandboxes with.
 func pypiPolicy() agentsandbox.EgressPolicy {
 	return agentsandbox.EgressPolicy{Mode: agentsandbox.EgressAllow,
-		Allow: []string{"public.test", "*.files.test", "93.184.216.34:443", "private.test", "mixed.test:443"},
+		Allow: agentsandbox.EgressHosts("public.test", "*.files.test", "93.184.216.34:443", "private.test", "mixed.test:443"),
 		Deny:  []string{"evil.files.test"}}
 }
 
@@ -88,6 +88,62 @@ func TestGuardPolicyOrder(t *testing.T) {
 	// The operator's deny list holds in public mode too, before any lookup.
 	if v := g.Check(context.Background(), "banned.test:443"); v.Reason != ReasonPolicy || r.count("banned.test") != 0 {
 		t.Fatalf("public mode, operator-denied: %+v after %d lookups", v, r.count("banned.test"))
+	}
+}
+
+// TestGuardDeniesResolvedAddresses: a deny entry that is an address or a
+// range, the operator's or the sandbox's, refuses every name that resolves
+// into it (any answer of the one lookup), with the address in the detail;
+// the verdict is taken without dialing.
+func TestGuardDeniesResolvedAddresses(t *testing.T) {
+	r := newFakeResolver(map[string][][]netip.Addr{
+		"op.test":      {addrs("93.184.216.34", "44.0.0.2")},
+		"op6.test":     {addrs("2606:4700:4700::1111")},
+		"mapped.test":  {addrs("::ffff:44.0.0.2")},
+		"sbx.test":     {addrs("45.1.200.7")},
+		"public.test":  {addrs("93.184.216.34")},
+		"allowed.test": {addrs("45.1.0.9")},
+	})
+	deny, err := policy.ParseRules("deny", []string{"44.0.0.2", "2606:4700::/32"}, policy.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := NewGuard(GuardConfig{Resolver: r, Deny: deny})
+	public := compiled(t, agentsandbox.EgressPolicy{Mode: agentsandbox.EgressPublic, Deny: []string{"45.1.0.0/16:443"}})
+	allow := compiled(t, agentsandbox.EgressPolicy{Mode: agentsandbox.EgressAllow, Allow: agentsandbox.EgressHosts("allowed.test", "public.test"),
+		Deny: []string{"45.1.0.9"}})
+	for _, tc := range []struct {
+		name, target string
+		pol          *policy.Policy
+		want         Verdict
+	}{
+		{"OperatorAnyAnswer", "op.test:443", nil, Verdict{Reason: ReasonPolicy,
+			Detail:    `op.test resolves to 44.0.0.2, which matches the worker's deny entry "44.0.0.2"`,
+			Addresses: addrs("93.184.216.34", "44.0.0.2")}},
+		{"OperatorRange", "op6.test:80", public, Verdict{Reason: ReasonPolicy,
+			Detail:    `op6.test resolves to 2606:4700:4700::1111, which matches the worker's deny entry "2606:4700::/32"`,
+			Addresses: addrs("2606:4700:4700::1111")}},
+		{"OperatorMappedAnswer", "mapped.test:443", nil, Verdict{Reason: ReasonPolicy,
+			Detail:    `mapped.test resolves to 44.0.0.2, which matches the worker's deny entry "44.0.0.2"`,
+			Addresses: addrs("44.0.0.2")}},
+		{"OperatorLiteral", "44.0.0.2:443", nil, Verdict{Reason: ReasonPolicy,
+			Detail: `44.0.0.2:443 matches the worker's deny entry "44.0.0.2"`}},
+		{"SandboxRange", "sbx.test:443", public, Verdict{Reason: ReasonPolicy,
+			Detail:    `sbx.test resolves to 45.1.200.7, which matches deny entry "45.1.0.0/16:443"`,
+			Addresses: addrs("45.1.200.7")}},
+		{"SandboxRangeOtherPort", "sbx.test:80", public, Verdict{Allowed: true, Reason: ReasonOK, Addresses: addrs("45.1.200.7")}},
+		{"AllowModeListedNameDeniedAddress", "allowed.test:443", allow, Verdict{Reason: ReasonPolicy,
+			Detail:    `allowed.test resolves to 45.1.0.9, which matches deny entry "45.1.0.9"`,
+			Addresses: addrs("45.1.0.9")}},
+		{"AllowModeOK", "public.test:443", allow, Verdict{Allowed: true, Reason: ReasonOK, Addresses: addrs("93.184.216.34")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := g.CheckPolicy(context.Background(), tc.target, tc.pol)
+			v.Host, v.Port = "", 0
+			if diff := cmp.Diff(tc.want, v, cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {
+				t.Fatalf("CheckPolicy(%s) (-want +got):\n%s", tc.target, diff)
+			}
+		})
 	}
 }
 
@@ -448,14 +504,14 @@ func TestProxyKeepAliveUpstreamClosed(t *testing.T) {
 
 func TestProxyCheckPolicy(t *testing.T) {
 	tp := newTestProxy(t, func(c *ProxyConfig) { c.MaxPolicyEntries = 2 })
-	got, err := tp.proxy.CheckPolicy(agentsandbox.EgressPolicy{Mode: "allow", Allow: []string{"PyPI.org"}})
-	if err != nil || !cmp.Equal(got, agentsandbox.EgressPolicy{Mode: "allow", Allow: []string{"pypi.org"}}) {
+	got, err := tp.proxy.CheckPolicy(agentsandbox.EgressPolicy{Mode: "allow", Allow: agentsandbox.EgressHosts("PyPI.org")})
+	if err != nil || !cmp.Equal(got, agentsandbox.EgressPolicy{Mode: "allow", Allow: agentsandbox.EgressHosts("pypi.org")}) {
 		t.Fatalf("CheckPolicy = %+v %v", got, err)
 	}
 	if got, err := tp.proxy.CheckPolicy(agentsandbox.EgressPolicy{}); err != nil || got.Mode != "public" {
 		t.Fatalf("the zero policy: %+v %v, want public", got, err)
 	}
-	if _, err := tp.proxy.CheckPolicy(agentsandbox.EgressPolicy{Mode: "allow", Allow: []string{"a.test", "b.test", "c.test"}}); err == nil {
+	if _, err := tp.proxy.CheckPolicy(agentsandbox.EgressPolicy{Mode: "allow", Allow: agentsandbox.EgressHosts("a.test", "b.test", "c.test")}); err == nil {
 		t.Fatal("a policy over the configured size was accepted")
 	}
 	if _, _, err := tp.proxy.Attach(context.Background(), "none", t.TempDir()+"/s", 0, AttachOptions{Policy: agentsandbox.EgressPolicy{Mode: "none"}}); err == nil {

@@ -2,6 +2,7 @@ package egress
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -56,6 +57,9 @@ type ProxyConfig struct {
 	// DialTimeout bounds the resolution and the dial of one destination
 	// (default DefaultDialTimeout); a dial that runs out is answered 504.
 	DialTimeout time.Duration
+	// UpstreamRoots verify the certificates of the hosts the credential
+	// broker intercepts (see UpstreamRoots; nil: the host's trust store).
+	UpstreamRoots *x509.CertPool
 	// MaxPolicyEntries bounds the allow and deny entries of one sandbox's
 	// policy (default policy.DefaultMaxEntries).
 	MaxPolicyEntries int
@@ -78,6 +82,9 @@ type Proxy struct {
 	idleTimeout time.Duration
 	dialTimeout time.Duration
 	limits      policy.Limits
+	// upstreamRoots and secrets serve the credential broker (broker.go).
+	upstreamRoots *x509.CertPool
+	secrets       *metrics.CounterVec
 
 	mu       sync.Mutex
 	closed   bool
@@ -91,15 +98,16 @@ func NewProxy(cfg ProxyConfig) (*Proxy, error) {
 		return nil, errors.New("new proxy: no guard")
 	}
 	p := &Proxy{
-		guard:       cfg.Guard,
-		dial:        cfg.TestDial,
-		log:         cfg.Logger,
-		maxConns:    cfg.MaxConns,
-		now:         cfg.Now,
-		idleTimeout: cfg.IdleTimeout,
-		dialTimeout: cfg.DialTimeout,
-		limits:      policy.Limits{Ports: cfg.Guard.Ports(), MaxEntries: cfg.MaxPolicyEntries},
-		attached:    map[*attachment]struct{}{},
+		guard:         cfg.Guard,
+		dial:          cfg.TestDial,
+		log:           cfg.Logger,
+		maxConns:      cfg.MaxConns,
+		now:           cfg.Now,
+		idleTimeout:   cfg.IdleTimeout,
+		dialTimeout:   cfg.DialTimeout,
+		limits:        policy.Limits{Ports: cfg.Guard.Ports(), MaxEntries: cfg.MaxPolicyEntries},
+		upstreamRoots: cfg.UpstreamRoots,
+		attached:      map[*attachment]struct{}{},
 	}
 	if p.dial == nil {
 		p.dial = cfg.Guard.Dial
@@ -124,6 +132,7 @@ func NewProxy(cfg ProxyConfig) (*Proxy, error) {
 		reg = metrics.NewRegistry()
 	}
 	p.metrics = newProxyMetrics(reg)
+	p.secrets = newSecretsCounter(reg)
 	return p, nil
 }
 
@@ -142,6 +151,13 @@ type attachment struct {
 	policy *policy.Policy
 	named  bool
 	mode   string
+	// broker is the sandbox's credential broker (nil: no secrets and no
+	// methods or paths), and
+	// icpt the interceptor its intercepted connections share (made at the
+	// first).
+	broker   *broker
+	icptOnce sync.Once
+	icpt     *interceptor
 
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
@@ -192,6 +208,10 @@ func (p *Proxy) Attach(ctx context.Context, id, tempPath string, uid int, opts A
 	if err != nil {
 		return nil, nil, fmt.Errorf("attach %s: %w", id, err)
 	}
+	br, err := newBroker(opts, pol)
+	if err != nil {
+		return nil, nil, fmt.Errorf("attach %s: secrets: %w", id, err)
+	}
 	h, err := unixsock.Listen(tempPath, p.maxConns, uid)
 	if err != nil {
 		return nil, nil, fmt.Errorf("attach %s: %w", id, err)
@@ -204,7 +224,7 @@ func (p *Proxy) Attach(ctx context.Context, id, tempPath string, uid int, opts A
 	}
 	ln := fl.(*net.UnixListener)
 	a := &attachment{id: id, ln: ln, sem: make(chan struct{}, p.maxConns), conns: map[net.Conn]struct{}{},
-		logs: newLogLimiter(p.now), policy: pol, named: p.guard.Named(pol), mode: agentsandbox.EgressPublic}
+		logs: newLogLimiter(p.now), policy: pol, named: p.guard.Named(pol), mode: agentsandbox.EgressPublic, broker: br}
 	if pol != nil {
 		a.mode = pol.Mode()
 	}
@@ -293,6 +313,7 @@ func (p *Proxy) detach(a *attachment) {
 		a.mu.Unlock()
 		_ = a.ln.Close()
 		a.wg.Wait()
+		a.dropBroker()
 		if s := a.logs.flush(); len(s) > 0 {
 			p.logSuppressed(a.id, s)
 		}

@@ -12,7 +12,9 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -462,21 +464,101 @@ func metricValue(tb testing.TB, reg *metrics.Registry, name string, labels map[s
 	return 0
 }
 
+// TestProxyHeaderLimits: a request header over MaxHeaderBytes is answered
+// 431 in every mode (in a kept-alive connection and in a port-80 tunnel
+// too); a response header over maxResponseHeader is a 502.
 func TestProxyHeaderLimits(t *testing.T) {
-	tp := newTestProxy(t, nil)
-	big := strings.Repeat("x", maxHeaderBytes)
-	tp.serveHTTP(t, publicV4, 80, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("X-Big", big)
-	}))
-	c := tp.dialProxy(t)
-	go io.WriteString(c, "GET http://public.test/ HTTP/1.1\r\nHost: public.test\r\nX-Big: "+big+"\r\n\r\n")
-	// A request header over the limit is not a request: the connection is
-	// closed (with the unread rest, the kernel may say so by a reset).
-	if b, _ := io.ReadAll(c); len(b) != 0 {
-		t.Fatalf("answer to an over-long header: %q, want none", b)
+	big := strings.Repeat("x", MaxHeaderBytes)
+	for _, tc := range []struct {
+		name string
+		opts AttachOptions
+		pre  string // sent before the over-long request, each answered 200
+	}{
+		{"Public", AttachOptions{}, ""},
+		{"PublicKeptAlive", AttachOptions{}, "GET http://public.test/ok HTTP/1.1\r\nHost: public.test\r\n\r\n"},
+		{"Allow", AttachOptions{Policy: pypiPolicy()}, ""},
+		{"AllowTunnel", AttachOptions{Policy: pypiPolicy()}, "CONNECT public.test:80 HTTP/1.1\r\nHost: public.test:80\r\n\r\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tp := newPolicyProxy(t, nil, tc.opts)
+			tp.serveHTTP(t, publicV4, 80, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+			c := tp.dialProxy(t)
+			br := bufio.NewReader(c)
+			if tc.pre != "" {
+				io.WriteString(c, tc.pre)
+				req, _ := http.ReadRequest(bufio.NewReader(strings.NewReader(tc.pre)))
+				resp, err := http.ReadResponse(br, req)
+				if err != nil || resp.StatusCode != 200 {
+					t.Fatalf("before: %v %v", resp, err)
+				}
+				if req.Method != http.MethodConnect { // a tunnel's answer has no end
+					io.Copy(io.Discard, resp.Body)
+				}
+			}
+			target := "http://public.test/"
+			if strings.HasPrefix(tc.pre, "CONNECT") {
+				target = "/"
+			}
+			go io.WriteString(c, "GET "+target+" HTTP/1.1\r\nHost: public.test\r\nX-Big: "+big+"\r\n\r\n")
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("no answer to an over-long header: %v", err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			wantRefused(t, resp, string(body), http.StatusRequestHeaderFieldsTooLarge, ReasonHeaderTooLarge)
+		})
 	}
-	resp, sbody := tp.do(t, "GET http://public.test/ HTTP/1.1\r\nHost: public.test\r\n\r\n")
-	wantRefused(t, resp, sbody, 502, ReasonUpstream)
+	t.Run("Response", func(t *testing.T) {
+		tp := newTestProxy(t, nil)
+		bigResponse := strings.Repeat("x", maxResponseHeader)
+		tp.serveHTTP(t, publicV4, 80, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("X-Big", bigResponse)
+		}))
+		resp, sbody := tp.do(t, "GET http://public.test/ HTTP/1.1\r\nHost: public.test\r\n\r\n")
+		wantRefused(t, resp, sbody, 502, ReasonUpstream)
+	})
+}
+
+// TestProxyHeaderMemory: a sandbox's connections, as many as it may hold,
+// each sending a header far over the bound and never finishing it, grow
+// the worker's (this process's) heap by little more than MaxConns ×
+// MaxHeaderBytes, and each is answered 431. Before the bound, each header
+// was held up to 1 MiB (64 MiB per sandbox).
+func TestProxyHeaderMemory(t *testing.T) {
+	tp := newTestProxy(t, nil)
+	const conns = DefaultMaxConns
+	header := []byte("GET http://public.test/ HTTP/1.1\r\nHost: public.test\r\nX-Big: " + strings.Repeat("x", 900<<10))
+	heap := func() uint64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapInuse
+	}
+	cs := make([]net.Conn, conns)
+	for i := range cs {
+		cs[i] = tp.dialProxy(t)
+	}
+	before := heap()
+	var wg sync.WaitGroup
+	for _, c := range cs {
+		wg.Go(func() { c.Write(header) }) // never finished; refused (EPIPE) or taken whole
+	}
+	wg.Wait()
+	grown := int64(heap()) - int64(before)
+	// The bound: each connection's buffer, its parse, and as much again
+	// for everything else the test and the proxy allocate meanwhile.
+	if limit := int64(conns * MaxHeaderBytes * 4); grown > limit {
+		t.Errorf("the heap grew by %d KiB with %d never-finished headers, want under %d KiB", grown>>10, conns, limit>>10)
+	}
+	t.Logf("heap grew by %d KiB for %d connections", grown>>10, conns)
+	for i, c := range cs {
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("connection %d: no answer: %v", i, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		wantRefused(t, resp, string(body), http.StatusRequestHeaderFieldsTooLarge, ReasonHeaderTooLarge)
+	}
 }
 
 func TestProxyPostWithExpectContinue(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 	"openvibe.network/agentsandbox"
 	"openvibe.network/agentsandbox/inside"
 	"openvibe.network/agentsandbox/inside/bridge"
+	"openvibe.network/agentsandbox/internal/imagetest"
 	"openvibe.network/agentsandbox/internal/syncbuf"
 	"openvibe.network/agentsandbox/internal/testenv"
 	"openvibe.network/agentsandbox/sandbox"
@@ -27,7 +28,9 @@ func TestMain(m *testing.M) {
 	if code, ok := inside.MaybeRun(inside.Hooks{Bridge: bridge.Run}); ok {
 		os.Exit(code)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	imagetest.Cleanup() // what TestBrokerInImageSandbox made
+	os.Exit(code)
 }
 
 // sandboxTimeout bounds one sandbox operation (a hang guard).
@@ -224,7 +227,7 @@ func TestInSandboxAllowMode(t *testing.T) {
 	t.Cleanup(tlsSrv.Close)
 	tp.dial.set(netip.AddrPortFrom(publicV4, 443), tlsSrv.Listener.Addr().String())
 	sh := realSandbox(t, tp, sandbox.Options{Egress: true, EgressPolicy: agentsandbox.EgressPolicy{
-		Mode: agentsandbox.EgressAllow, Allow: []string{"public.test", "canary.test"}}})
+		Mode: agentsandbox.EgressAllow, Allow: agentsandbox.EgressHosts("public.test", "canary.test")}})
 	for _, tc := range []struct{ name, script, want string }{
 		{"ListedPublic", curl + " -sS --max-time 60 http://public.test/", "listed page for public.test"},
 		{"ListedPublicTLS", curl + " -sS -k --max-time 60 https://public.test/", "tls for public.test"},

@@ -51,7 +51,7 @@ func (s *initServer) exec(req control.Request, fr *control.Reader, fw *control.W
 		t := time.AfterFunc(time.Duration(req.Timeout), func() { p.killer.kill("timeout") })
 		defer t.Stop()
 	}
-	follow(p, fw, 0, true)
+	follow(p, fw, 0, true, true)
 	<-p.done
 	st := p.state()
 	done := control.Done{ExitCode: st.ExitCode}
@@ -64,7 +64,7 @@ func (s *initServer) exec(req control.Request, fr *control.Reader, fw *control.W
 // checkCwd answers a request whose working directory does not exist with
 // the code that says so (not blamed on the command).
 func (s *initServer) checkCwd(cwd string) (control.Done, bool) {
-	dir, err := workDir(cwd)
+	dir, err := s.workDir(cwd)
 	if err != nil {
 		return control.Done{Code: control.CodePath, Error: err.Error()}, false
 	}
@@ -103,8 +103,13 @@ func drainInput(fr *control.Reader, p *process) error {
 // follow writes p's output from offset off to fw as frames (with a dropped
 // frame where the follower missed output), then, when wait, everything
 // written until the output ends. It returns the offset after what it wrote,
-// or early when a write to the client fails.
-func follow(p *process, fw *control.Writer, off int64, wait bool) int64 {
+// or early when a write to the client fails. The holder of p's ring (the
+// caller of a foreground exec) follows with hold: it tells the ring what it
+// took, and releases it when it returns.
+func follow(p *process, fw *control.Writer, off int64, wait, hold bool) int64 {
+	if hold {
+		defer p.out.release()
+	}
 	for {
 		chunks, missed, next, ended, changed := p.out.readFrom(off)
 		if missed > 0 {
@@ -118,6 +123,9 @@ func follow(p *process, fw *control.Writer, off int64, wait bool) int64 {
 			}
 		}
 		off = next
+		if hold {
+			p.out.took(off)
+		}
 		if ended || !wait {
 			return off
 		}
@@ -157,9 +165,9 @@ func (k *treeKiller) finish() string {
 
 // workDir resolves an exec's working directory: empty is the workspace, a
 // relative path is under it, an absolute path must be within it.
-func workDir(cwd string) (string, error) {
+func (s *initServer) workDir(cwd string) (string, error) {
 	if cwd == "" {
-		return control.Workspace, nil
+		return s.cwd, nil
 	}
 	rel, err := control.WorkspaceRel(cwd)
 	if err != nil {

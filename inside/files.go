@@ -194,26 +194,11 @@ const downloadFrame = 256 << 10
 
 // get sends a workspace file to the client as data frames.
 func (s *initServer) get(req control.Request, fw *control.Writer) control.Done {
-	rel, err := control.WorkspaceRel(req.Path)
-	if err != nil {
-		return fileDone(req.Path, control.ErrPath)
+	f, done := s.openRegular(req.Path)
+	if f == nil {
+		return done
 	}
-	fd, err := openAt(int(s.workspace.Fd()), rel, unix.O_RDONLY|unix.O_NOCTTY|unix.O_NONBLOCK, 0, resolveBeneath)
-	if err != nil {
-		return fileDone(req.Path, err)
-	}
-	f := os.NewFile(uintptr(fd), rel)
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return fileDone(req.Path, err)
-	}
-	switch {
-	case fi.IsDir():
-		return fileDone(req.Path, unix.EISDIR)
-	case !fi.Mode().IsRegular():
-		return control.Done{Code: control.CodeInvalid, Error: req.Path + " is not a regular file"}
-	}
 	bw := bufio.NewWriterSize(control.KindWriter{W: fw, Kind: control.FrameData}, downloadFrame)
 	if _, err := io.Copy(bw, f); err != nil {
 		return control.Done{Code: control.CodeFailed, Error: "read " + req.Path + ": " + err.Error()}
@@ -222,6 +207,34 @@ func (s *initServer) get(req control.Request, fw *control.Writer) control.Done {
 		return control.Done{Code: control.CodeFailed, Error: "send " + req.Path + ": " + err.Error()}
 	}
 	return control.Done{}
+}
+
+// openRegular opens the regular file at p (relative to the workspace,
+// beneath it) to read; nil and the done frame of the error when it cannot.
+func (s *initServer) openRegular(p string) (*os.File, control.Done) {
+	rel, err := control.WorkspaceRel(p)
+	if err != nil {
+		return nil, fileDone(p, control.ErrPath)
+	}
+	fd, err := openAt(int(s.workspace.Fd()), rel, unix.O_RDONLY|unix.O_NOCTTY|unix.O_NONBLOCK, 0, resolveBeneath)
+	if err != nil {
+		return nil, fileDone(p, err)
+	}
+	f := os.NewFile(uintptr(fd), rel)
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fileDone(p, err)
+	}
+	switch {
+	case fi.IsDir():
+		f.Close()
+		return nil, fileDone(p, unix.EISDIR)
+	case !fi.Mode().IsRegular():
+		f.Close()
+		return nil, control.Done{Code: control.CodeInvalid, Error: p + " is not a regular file"}
+	}
+	return f, control.Done{}
 }
 
 // fileDone maps a file error to the protocol's codes.

@@ -36,8 +36,14 @@ type initServer struct {
 	procs     *table
 	// proxy is the egress bridge's address ("" without egress), which the
 	// browser is pointed at.
-	proxy   string
+	proxy string
+	// cwd is where a command without a working directory runs: the
+	// workspace, or an image's working directory when it exists.
+	cwd     string
 	browser browserHost
+	// isolation is the isolate step's mode for every command (see
+	// runIsolated).
+	isolation string
 }
 
 // Run is the init of a sandbox, run inside it as the sandbox user: it
@@ -111,7 +117,12 @@ func Run(hooks Hooks) int {
 		return capexec.Fail("signal ready", err)
 	}
 	_ = ready.Close()
-	s := &initServer{env: env, workspace: ws, reaper: rp, procs: newTable(), proxy: proxy}
+	cwd := control.Workspace
+	if fi, err := os.Stat(spec.Cwd); spec.Cwd != "" && err == nil && fi.IsDir() {
+		cwd = spec.Cwd
+	}
+	s := &initServer{env: env, workspace: ws, reaper: rp, procs: newTable(), proxy: proxy, cwd: cwd,
+		isolation: isolationMode()}
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -195,6 +206,14 @@ func (s *initServer) serve(c net.Conn) {
 	var req control.Request
 	if err := json.Unmarshal(p, &req); err != nil {
 		_ = fw.JSON(control.FrameDone, control.Done{Code: control.CodeInvalid, Error: "bad request"})
+		return
+	}
+	if req.Op == control.OpPort { // a splice, not frames: see control.OpPort
+		s.port(c, req, fr, fw)
+		return
+	}
+	if uc, ok := c.(*net.UnixConn); ok && (req.Op == control.OpGetFD || req.Op == control.OpPutFD) {
+		_ = fw.JSON(control.FrameDone, s.fileFD(uc, req, fr)) // a descriptor, then frames: see control.OpGetFD
 		return
 	}
 	handle, ok := s.handlers()[req.Op]

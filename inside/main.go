@@ -34,7 +34,7 @@ type Hooks struct {
 
 // MaybeRun runs the init when this process was started as one (inside a
 // sandbox, by the runtime: its first argument is control.InitMarker,
-// control.ExecMarker or control.ServeMarker) and returns its exit code with ok true; ok is false
+// control.ExecMarker, control.IsolateMarker, control.ServeMarker or control.FetchMarker) and returns its exit code with ok true; ok is false
 // for any other process. Call it first thing in main, and in the TestMain of
 // every package that creates sandboxes with its test binary as the init,
 // and exit with code when ok.
@@ -44,8 +44,12 @@ func MaybeRun(hooks Hooks) (code int, ok bool) {
 		return Run(hooks), true
 	case len(os.Args) > 2 && os.Args[1] == control.ExecMarker:
 		return capexec.Run(os.Args[2:]), true
+	case len(os.Args) > 2 && os.Args[1] == control.IsolateMarker:
+		return runIsolated(os.Args[2:]), true
 	case len(os.Args) == 4 && os.Args[1] == control.ServeMarker:
 		return servePage(os.Args[2], os.Args[3]), true
+	case len(os.Args) == 4 && os.Args[1] == control.FetchMarker:
+		return fetchOnce(os.Args[2], os.Args[3]), true
 	}
 	return 0, false
 }

@@ -16,7 +16,7 @@ import (
 )
 
 // Bounds of the process table: every command is kept with its output (a
-// foreground exec's only while its caller reads it, a background one's for
+// foreground exec's ring paced by its caller, a background one's kept for
 // later readers), and ended ones are forgotten oldest first.
 const (
 	foregroundRing = 256 << 10
@@ -139,7 +139,8 @@ func (t *table) add(p *process) {
 }
 
 // startProcess starts req's command as the leader of a new session and
-// process group, with its output going into a ring and its stdin a pipe
+// process group, through the isolate step (a Landlock domain of its own and
+// a subreaper, see runIsolated), with its output going into a ring and its stdin a pipe
 // (or, with req.TTY, all three a terminal of its own in the sandbox's
 // devpts), and records it in the table. Errors: the command cannot be found
 // or started (the exit code a shell would give is in the returned code), or
@@ -149,7 +150,7 @@ func (s *initServer) startProcess(req control.Request, background bool, extra ..
 	if err := s.procs.room(); err != nil {
 		return nil, 126, err
 	}
-	dir, err := workDir(req.Cwd)
+	dir, err := s.workDir(req.Cwd)
 	if err != nil {
 		return nil, 126, err
 	}
@@ -161,12 +162,14 @@ func (s *initServer) startProcess(req control.Request, background bool, extra ..
 	if err != nil {
 		return nil, capexec.ExitCode(err), err
 	}
-	cmd := &exec.Cmd{Path: prog, Args: req.Argv, Env: env, Dir: dir, ExtraFiles: extra, SysProcAttr: &syscall.SysProcAttr{Setsid: true}}
+	// The isolate step (runIsolated) becomes the command, under the same pid.
+	cmd := &exec.Cmd{Path: control.InitPath, Args: isolateArgv(s.isolation, prog, req.Argv), Env: env, Dir: dir,
+		ExtraFiles: extra, SysProcAttr: &syscall.SysProcAttr{Setsid: true}}
 	ringSize := foregroundRing
 	if background {
 		ringSize = backgroundRing
 	}
-	p := &process{out: newRing(ringSize), done: make(chan struct{})}
+	p := &process{out: newRing(ringSize, !background), done: make(chan struct{})}
 	var streams *commandStreams
 	if req.TTY {
 		streams, err = newTerminalStreams(cmd, req.Size)

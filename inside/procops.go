@@ -58,7 +58,7 @@ func (s *initServer) output(req control.Request, _ *control.Reader, fw *control.
 	if !ok {
 		return done
 	}
-	follow(p, fw, 0, req.Follow)
+	follow(p, fw, 0, req.Follow, false)
 	return withData(p.state())
 }
 
@@ -75,7 +75,7 @@ func (s *initServer) signal(req control.Request, _ *control.Reader, _ *control.W
 	}
 	st := p.state()
 	if !st.Running {
-		return control.Done{Code: control.CodeNoProcess, Error: fmt.Sprintf("process %d has ended", req.Pid)}
+		return exited(st)
 	}
 	if err := syscall.Kill(-st.Pid, sig); err != nil {
 		return control.Done{Code: control.CodeFailed, Error: err.Error()}
@@ -90,6 +90,10 @@ func (s *initServer) stdin(req control.Request, fr *control.Reader, _ *control.W
 	if !ok {
 		_ = drain(fr, nil)
 		return done
+	}
+	if st := p.state(); !st.Running {
+		_ = drain(fr, nil)
+		return exited(st)
 	}
 	if err := drainInput(fr, p); err != nil {
 		return control.Done{Code: control.CodeFailed, Error: "the client went away before the end of stdin"}
@@ -109,8 +113,14 @@ func (s *initServer) attach(req control.Request, fr *control.Reader, fw *control
 		return done
 	}
 	go func() { _ = drainInput(fr, p) }()
-	follow(p, fw, 0, true)
+	follow(p, fw, 0, true, false)
 	return withData(p.state())
+}
+
+// exited is the answer to a signal or stdin for a process that has exited:
+// the same for both.
+func exited(st control.Process) control.Done {
+	return control.Done{Code: control.CodeExited, Error: fmt.Sprintf("process %d has exited with code %d", st.Pid, st.ExitCode)}
 }
 
 // lookup finds a process of the table, or the answer that it is not there.

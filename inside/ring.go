@@ -7,11 +7,18 @@ import (
 // ring keeps the last bytes of a process's output, each chunk tagged with
 // its stream (control.FrameStdout or FrameStderr), and the offset of every
 // byte in the whole output, so that a follower can resume where it was and
-// learn how much it missed. The process never waits for a follower: past
-// the ring's capacity the oldest chunks go. It is safe for concurrent use.
+// learn how much it missed. Past the ring's capacity the oldest chunks go,
+// except while the ring is held: a foreground command's ring is held by its
+// caller from the start until the caller releases it, and while held a write
+// waits until the caller has taken what it would push out (the command waits
+// as on a full pipe), so a caller that keeps reading misses nothing. No other
+// follower ever holds a write back. It is safe for concurrent use.
 type ring struct {
 	mu      sync.Mutex
+	taken   sync.Cond // signalled when the holder takes output or lets go
 	cap     int
+	held    bool  // a caller holds the ring
+	read    int64 // offset after what the holder has taken
 	chunks  []chunk
 	size    int   // bytes held
 	start   int64 // offset of the first byte held
@@ -27,8 +34,29 @@ type chunk struct {
 	data   []byte
 }
 
-func newRing(capacity int) *ring {
-	return &ring{cap: capacity, changed: make(chan struct{})}
+// newRing makes a ring of capacity bytes, held by its caller when held.
+func newRing(capacity int, held bool) *ring {
+	r := &ring{cap: capacity, held: held, changed: make(chan struct{})}
+	r.taken.L = &r.mu
+	return r
+}
+
+// took tells a held ring that its holder has taken the output before off.
+func (r *ring) took(off int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if off > r.read {
+		r.read = off
+		r.taken.Broadcast()
+	}
+}
+
+// release lets writes go on without waiting for the holder (it left).
+func (r *ring) release() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.held = false
+	r.taken.Broadcast()
 }
 
 // write adds p as output of stream.
@@ -38,6 +66,9 @@ func (r *ring) write(stream byte, p []byte) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	for r.held && r.total > r.read && r.total+int64(len(p))-r.read > int64(r.cap) {
+		r.taken.Wait()
+	}
 	r.chunks = append(r.chunks, chunk{stream: stream, off: r.total, data: append([]byte(nil), p...)})
 	r.total += int64(len(p))
 	r.size += len(p)

@@ -14,6 +14,10 @@ const (
 	StateStale   State = "stale"   // last accepted check-in is older
 	StateRefused State = "refused" // the last check-in was refused
 	StateAbsent  State = "absent"  // never checked in
+	// StateDegraded is alive while the accepted report shows a problem
+	// (Assessment.Degraded). Only histories record it: Derive says alive,
+	// as the contract does.
+	StateDegraded State = "degraded"
 )
 
 // Health is the state derived from a WorkerRecord at a given time.

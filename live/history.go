@@ -20,17 +20,31 @@ type Transition struct {
 
 // AcceptTransitions returns the transitions that an accepted check-in at now
 // makes, given the receive time of the registration it replaces (nil when
-// the stream had none: it was absent or refused): a new alive run (preceded
-// by the stale state the previous run fell into, when it had), or nothing
-// while the stream stays alive. Both stores follow this rule.
-func AcceptTransitions(previous *time.Time, now time.Time, window time.Duration) []Transition {
+// the stream had none: it was absent or refused) and whether that one was
+// degraded, and whether this one is: a new run, alive or degraded
+// (preceded by the stale state the previous run fell into, when it had); a
+// change between alive and degraded within a run; or nothing while the
+// stream stays as it was. Both stores follow this rule.
+func AcceptTransitions(previous *time.Time, wasDegraded bool, now time.Time, window time.Duration, degraded bool) []Transition {
+	state := AcceptedState(degraded)
 	switch {
 	case previous == nil:
-		return []Transition{{At: now, State: StateAlive}}
+		return []Transition{{At: now, State: state}}
 	case !now.Before(previous.Add(window)):
-		return []Transition{{At: previous.Add(window), State: StateStale}, {At: now, State: StateAlive}}
+		return []Transition{{At: previous.Add(window), State: StateStale}, {At: now, State: state}}
+	case wasDegraded != degraded:
+		return []Transition{{At: now, State: state}}
 	}
 	return nil
+}
+
+// AcceptedState is the state a history records for an accepted check-in:
+// StateDegraded when its report shows a problem, else StateAlive.
+func AcceptedState(degraded bool) State {
+	if degraded {
+		return StateDegraded
+	}
+	return StateAlive
 }
 
 // ClearTransitions returns the transitions that clearing a stream's
@@ -101,11 +115,11 @@ func withRecord(ts []Transition, rec WorkerRecord, window time.Duration) []Trans
 	out := ts
 	switch reg, ref := rec.Registration, rec.Refusal; {
 	case reg != nil:
-		if last != StateAlive && last != StateStale {
-			out = append(out[:len(out):len(out)], Transition{At: reg.ReceivedAt, State: StateAlive})
-			last = StateAlive
+		if last != StateAlive && last != StateDegraded && last != StateStale {
+			last = AcceptedState(reg.Degraded)
+			out = append(out[:len(out):len(out)], Transition{At: reg.ReceivedAt, State: last})
 		}
-		if last == StateAlive {
+		if last == StateAlive || last == StateDegraded {
 			out = append(out[:len(out):len(out)], Transition{At: reg.ReceivedAt.Add(window), State: StateStale})
 		}
 	case ref != nil && last != StateRefused:
@@ -128,18 +142,22 @@ func appendSegment(segs []Segment, from, to time.Time, state State) []Segment {
 }
 
 // Uptime returns the share of the segments' time spent alive, from 0 to 1
-// (0 for no time at all).
-func Uptime(segs []Segment) float64 {
-	var alive, total time.Duration
+// (0 for no time at all). Time alive but degraded is not uptime.
+func Uptime(segs []Segment) float64 { return Share(segs, StateAlive) }
+
+// Share returns the share of the segments' time spent in state, from 0 to
+// 1 (0 for no time at all).
+func Share(segs []Segment, state State) float64 {
+	var in, total time.Duration
 	for _, s := range segs {
 		d := s.To.Sub(s.From)
 		total += d
-		if s.State == StateAlive {
-			alive += d
+		if s.State == state {
+			in += d
 		}
 	}
 	if total <= 0 {
 		return 0
 	}
-	return float64(alive) / float64(total)
+	return float64(in) / float64(total)
 }

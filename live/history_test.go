@@ -14,18 +14,24 @@ func ptrTime(t time.Time) *time.Time { return &t }
 
 func TestAcceptTransitions(t *testing.T) {
 	for _, tc := range []struct {
-		name     string
-		previous *time.Time
-		now      time.Time
-		want     []Transition
+		name                  string
+		previous              *time.Time
+		wasDegraded, degraded bool
+		now                   time.Time
+		want                  []Transition
 	}{
-		{"FirstCheckIn", nil, at(0), []Transition{{at(0), StateAlive}}},
-		{"StillAlive", ptrTime(at(0)), at(59 * time.Second), nil},
-		{"AfterStale", ptrTime(at(0)), at(90 * time.Second), []Transition{{at(60 * time.Second), StateStale}, {at(90 * time.Second), StateAlive}}},
-		{"ExactlyAtWindow", ptrTime(at(0)), at(60 * time.Second), []Transition{{at(60 * time.Second), StateStale}, {at(60 * time.Second), StateAlive}}},
+		{"FirstCheckIn", nil, false, false, at(0), []Transition{{at(0), StateAlive}}},
+		{"FirstCheckInDegraded", nil, false, true, at(0), []Transition{{at(0), StateDegraded}}},
+		{"StillAlive", ptrTime(at(0)), false, false, at(59 * time.Second), nil},
+		{"StillDegraded", ptrTime(at(0)), true, true, at(59 * time.Second), nil},
+		{"Degrades", ptrTime(at(0)), false, true, at(20 * time.Second), []Transition{{at(20 * time.Second), StateDegraded}}},
+		{"Recovers", ptrTime(at(0)), true, false, at(20 * time.Second), []Transition{{at(20 * time.Second), StateAlive}}},
+		{"AfterStale", ptrTime(at(0)), false, false, at(90 * time.Second), []Transition{{at(60 * time.Second), StateStale}, {at(90 * time.Second), StateAlive}}},
+		{"AfterStaleDegraded", ptrTime(at(0)), false, true, at(90 * time.Second), []Transition{{at(60 * time.Second), StateStale}, {at(90 * time.Second), StateDegraded}}},
+		{"ExactlyAtWindow", ptrTime(at(0)), false, false, at(60 * time.Second), []Transition{{at(60 * time.Second), StateStale}, {at(60 * time.Second), StateAlive}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := AcceptTransitions(tc.previous, tc.now, AliveWindow); !reflect.DeepEqual(got, tc.want) {
+			if got := AcceptTransitions(tc.previous, tc.wasDegraded, tc.now, AliveWindow, tc.degraded); !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("AcceptTransitions = %+v, want %+v", got, tc.want)
 			}
 		})
@@ -84,6 +90,11 @@ func TestTimeline(t *testing.T) {
 			[]Segment{{at(2 * h), at(3 * h), StateAbsent}, {at(3 * h), at(3*h + time.Minute), StateAlive}, {at(3*h + time.Minute), at(4 * h), StateStale}}, time.Minute.Hours() / 2},
 		{"MigratedRefusal", nil, WorkerRecord{Refusal: &Refusal{At: at(h)}}, at(-h), at(0), at(4 * h),
 			[]Segment{{at(0), at(h), StateAbsent}, {at(h), at(4 * h), StateRefused}}, 0},
+		{"DegradedIsNotUptime", []Transition{{at(0), StateAlive}, {at(h), StateDegraded}, {at(3 * h), StateAlive}},
+			WorkerRecord{Registration: &Registration{ReceivedAt: at(4*h - time.Second)}}, at(-h), at(0), at(4 * h),
+			[]Segment{{at(0), at(h), StateAlive}, {at(h), at(3 * h), StateDegraded}, {at(3 * h), at(4 * h), StateAlive}}, 0.5},
+		{"MigratedDegradedRegistration", nil, WorkerRecord{Registration: &Registration{ReceivedAt: at(3 * h), Degraded: true}}, at(-h), at(0), at(4 * h),
+			[]Segment{{at(0), at(3 * h), StateAbsent}, {at(3 * h), at(3*h + time.Minute), StateDegraded}, {at(3*h + time.Minute), at(4 * h), StateStale}}, 0},
 		{"SameStatesMerge", []Transition{{at(h), StateRefused}, {at(2 * h), StateRefused}}, WorkerRecord{Refusal: &Refusal{At: at(2 * h)}}, at(0), at(0), at(4 * h),
 			[]Segment{{at(0), at(h), StateAbsent}, {at(h), at(4 * h), StateRefused}}, 0},
 	} {

@@ -58,6 +58,9 @@ type Registration struct {
 	ServiceID string `json:"service_id"`
 	// SubjectID is the person named in X-OV-Subject, the stream's owner.
 	SubjectID string `json:"subject_id"`
+	// Degraded says the report shows a problem (Assess): the history
+	// records the stream degraded rather than alive while it does.
+	Degraded bool `json:"degraded"`
 	// AuthEpoch, when not 0, is the auth epoch the check-in was authorised
 	// at (CheckInLookup.Epoch): Accept stores it only if the epoch is still
 	// that in its own transaction, and fails with ErrAuthChanged otherwise.
@@ -73,11 +76,17 @@ var ErrAuthChanged = errors.New("the check-in's authorisation changed since it w
 // Refusal records a check-in that the contract refused: the stream is then
 // "not registered at all" and the owner sees why.
 type Refusal struct {
-	StreamID  string                         `json:"stream_id"`
-	At        time.Time                      `json:"at"`
-	ServiceID string                         `json:"service_id"`
-	SubjectID string                         `json:"subject_id"`
-	Errors    []agentsandbox.ValidationError `json:"errors"`
+	StreamID  string    `json:"stream_id"`
+	At        time.Time `json:"at"`
+	ServiceID string    `json:"service_id"`
+	SubjectID string    `json:"subject_id"`
+	// Errors are the contract's errors, at most MaxRefusalErrors of them
+	// (see RefusalErrors); ErrorsTotal counts them all.
+	Errors      []agentsandbox.ValidationError `json:"errors"`
+	ErrorsTotal int                            `json:"errors_total"`
+	// Facts are the five isolation facts the refused report states, as
+	// RefusedFacts gives them (fact name to its JSON value).
+	Facts map[string]string `json:"facts"`
 	// Reasons are the refused report's own reasons (why its worker says it
 	// is not ready), as RefusedReasons bounds and cleans them. They are
 	// kept with the refusal for the owner, never as a registration.

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 
+	"openvibe.network/agentsandbox"
 	"openvibe.network/agentsandbox/sandbox/control"
 )
 
@@ -60,6 +61,26 @@ type BwrapSpec struct {
 	// cgroup). Bubblewrap goes on at end of file too: the runtime kills it
 	// before it closes the pipe without that byte.
 	BlockFD int
+	// Root, when set, is the host path of the sandbox's root (an image's
+	// overlay, writable into the sandbox's tmpfs), bound at / in place of
+	// the host's /usr and the prepared /etc; UID and GID are then the
+	// sandbox user's ids inside (the image's user), else
+	// control.SandboxUID and SandboxGID.
+	Root     string
+	UID, GID int
+	// CABundle, when set, is the host path of the sandbox's own trust
+	// bundle (a sandbox with secrets: see setupSecrets), bound read-only
+	// at agentsandbox.SandboxCABundle over the host's or the image's.
+	CABundle string
+	// CABundleAlso are more paths inside the sandbox (an image's own
+	// bundles: see imageCABundles) CABundle is bound over too.
+	CABundleAlso []string
+	// ProcMask is what the sandbox's /proc hides of the host's kernel (see
+	// hostProcMask).
+	ProcMask ProcMask
+	// BootID, when set, is the host path of the sandbox's own boot id (see
+	// writeBootID), bound read-only over the kernel's at bootIDPath.
+	BootID string
 }
 
 // Argv returns the bubblewrap options and command (without the program
@@ -68,7 +89,8 @@ type BwrapSpec struct {
 // command as the sandbox's pid 1 (so that bubblewrap's own process reaps
 // it: no orphan is left for the host's init when the sandbox ends), a
 // cleared environment, a read-only view of /usr and the few /etc files
-// programs need, fresh /proc, a /dev that is read-only but for the
+// programs need, fresh /proc with the host's kernel-wide files masked
+// (ProcMask) and the sandbox's own boot id, a /dev that is read-only but for the
 // sandbox's own capped devpts and /dev/shm, the capped tmpfs directories at
 // /workspace and /tmp, the sandbox user, the seccomp filter; and the init
 // as the command (for a one-command sandbox, InitArgs make it set the
@@ -77,27 +99,50 @@ type BwrapSpec struct {
 // line (they hold the environment); the command follows `--` on bwrap's
 // own command line, as bubblewrap requires.
 func Argv(spec BwrapSpec) (options, command []string) {
+	uid, gid := control.SandboxUID, control.SandboxGID
+	if spec.Root != "" {
+		uid, gid = spec.UID, spec.GID
+	}
 	a := []string{
 		"--unshare-all", "--unshare-user", "--disable-userns",
 		"--cap-drop", "ALL",
 		"--new-session", "--die-with-parent", "--as-pid-1",
-		"--uid", strconv.Itoa(control.SandboxUID), "--gid", strconv.Itoa(control.SandboxGID),
+		"--uid", strconv.Itoa(uid), "--gid", strconv.Itoa(gid),
 		"--hostname", spec.Hostname,
 		"--clearenv",
 	}
 	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
 		a = append(a, "--setenv", k, spec.Env[k])
 	}
-	a = append(a, "--ro-bind", "/usr", "/usr")
-	for _, name := range slices.Sorted(maps.Keys(spec.UsrLinks)) {
-		a = append(a, "--symlink", spec.UsrLinks[name], "/"+name)
+	if spec.Root != "" {
+		a = append(a, "--bind", spec.Root, "/")
+	} else {
+		a = append(a, "--ro-bind", "/usr", "/usr")
+		for _, name := range slices.Sorted(maps.Keys(spec.UsrLinks)) {
+			a = append(a, "--symlink", spec.UsrLinks[name], "/"+name)
+		}
+		a = append(a, "--ro-bind", spec.EtcDir, "/etc")
+		for _, d := range spec.EtcBinds {
+			a = append(a, "--ro-bind", "/etc/"+d, "/etc/"+d)
+		}
 	}
-	a = append(a, "--ro-bind", spec.EtcDir, "/etc")
-	for _, d := range spec.EtcBinds {
-		a = append(a, "--ro-bind", "/etc/"+d, "/etc/"+d)
+	if spec.CABundle != "" {
+		a = append(a, "--ro-bind", spec.CABundle, agentsandbox.SandboxCABundle)
+		for _, p := range spec.CABundleAlso {
+			a = append(a, "--ro-bind", spec.CABundle, p)
+		}
+	}
+	a = append(a, "--proc", "/proc")
+	for _, f := range spec.ProcMask.Files {
+		a = append(a, "--ro-bind", "/dev/null", "/proc/"+f)
+	}
+	for _, d := range spec.ProcMask.Dirs {
+		a = append(a, "--tmpfs", "/proc/"+d, "--remount-ro", "/proc/"+d)
+	}
+	if spec.BootID != "" {
+		a = append(a, "--ro-bind", spec.BootID, bootIDPath)
 	}
 	a = append(a,
-		"--proc", "/proc",
 		"--dev", "/dev",
 		"--dev-bind", spec.PtsDir, "/dev/pts",
 	)
@@ -107,9 +152,11 @@ func Argv(spec BwrapSpec) (options, command []string) {
 	if len(spec.Exec) == 0 {
 		a = append(a, "--ro-bind", spec.InitBinary, control.InitPath)
 	}
+	a = append(a, "--remount-ro", "/dev")
+	if spec.Root == "" {
+		a = append(a, "--remount-ro", "/")
+	}
 	a = append(a,
-		"--remount-ro", "/dev",
-		"--remount-ro", "/",
 		"--chdir", Workspace,
 		"--seccomp", strconv.Itoa(spec.SeccompFD),
 	)

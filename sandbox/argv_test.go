@@ -56,6 +56,7 @@ func TestArgv(t *testing.T) {
 		"--seccomp", "3",
 	}
 	initBind := slices.Index(base, "/run/cs/rt-1/init") - 1 // --ro-bind INIT /.init
+	procEnd := slices.Index(base, "/proc") + 1              // the masks follow --proc /proc
 	for _, tc := range []struct {
 		name        string
 		edit        func(*BwrapSpec)
@@ -74,6 +75,25 @@ func TestArgv(t *testing.T) {
 			[]string{"/usr/bin/prlimit", "--nofile=64:64", "--core=0:0", "--", "sh", "-c", "--setenv"}},
 		{"EtcBinds", func(s *BwrapSpec) { s.EtcBinds = []string{"alternatives", "ssl/certs"} },
 			slices.Concat(base[:33], []string{"--ro-bind", "/etc/alternatives", "/etc/alternatives", "--ro-bind", "/etc/ssl/certs", "/etc/ssl/certs"}, base[33:]),
+			[]string{"/.init", control.InitMarker}},
+		{"CABundle", func(s *BwrapSpec) {
+			s.EtcBinds, s.CABundle = []string{"ssl/certs"}, "/run/cs/rt-1/abc/fs/ca-certificates.crt"
+		},
+			slices.Concat(base[:33], []string{"--ro-bind", "/etc/ssl/certs", "/etc/ssl/certs",
+				"--ro-bind", "/run/cs/rt-1/abc/fs/ca-certificates.crt", "/etc/ssl/certs/ca-certificates.crt"}, base[33:]),
+			[]string{"/.init", control.InitMarker}},
+		{"CABundleImage", func(s *BwrapSpec) {
+			s.CABundle, s.CABundleAlso = "/run/cs/rt-1/abc/fs/ca-certificates.crt", []string{"/etc/ssl/cert.pem"}
+		},
+			slices.Concat(base[:33], []string{"--ro-bind", "/run/cs/rt-1/abc/fs/ca-certificates.crt", "/etc/ssl/certs/ca-certificates.crt",
+				"--ro-bind", "/run/cs/rt-1/abc/fs/ca-certificates.crt", "/etc/ssl/cert.pem"}, base[33:]),
+			[]string{"/.init", control.InitMarker}},
+		{"ProcMask", func(s *BwrapSpec) {
+			s.ProcMask, s.BootID = ProcMask{Files: []string{"kcore", "keys"}, Dirs: []string{"acpi"}}, "/run/cs/rt-1/abc/fs/boot_id"
+		},
+			slices.Concat(base[:procEnd], []string{"--ro-bind", "/dev/null", "/proc/kcore", "--ro-bind", "/dev/null", "/proc/keys",
+				"--tmpfs", "/proc/acpi", "--remount-ro", "/proc/acpi",
+				"--ro-bind", "/run/cs/rt-1/abc/fs/boot_id", "/proc/sys/kernel/random/boot_id"}, base[procEnd:]),
 			[]string{"/.init", control.InitMarker}},
 		{"EnvValueLooksLikeAnOption", func(s *BwrapSpec) { s.Env = map[string]string{"X": "--bind"} },
 			slices.Concat(base[:15], []string{"--setenv", "X", "--bind"}, base[21:]), []string{"/.init", control.InitMarker}},
@@ -118,6 +138,16 @@ func TestResolve(t *testing.T) {
 		{"ErrMemoryTooSmall", Options{Limits: agentsandbox.Limits{MemoryMB: 4}}, Options{}, "at least 16"},
 		{"ErrDiskNegative", Options{Limits: agentsandbox.Limits{DiskMB: -1}}, Options{}, "limit disk_mb is -1; give at least 1"},
 		{"ErrEnvName", Options{Env: map[string]string{"": "x"}}, Options{}, "env"},
+		{"ErrSecretsWithoutEgress", Options{Secrets: map[string]agentsandbox.Secret{"K": {Value: "v", Hosts: []string{"a.example"}}}}, Options{},
+			"secrets need egress"},
+		{"ErrSecretAlsoInEnv", Options{Egress: true, Env: map[string]string{"K": "x"}, Secrets: map[string]agentsandbox.Secret{"K": {Value: "v", Hosts: []string{"a.example"}}}},
+			Options{}, "secret K is also in env"},
+		{"ErrSecretNewline", Options{Egress: true, Secrets: map[string]agentsandbox.Secret{"K": {Value: "v\r\n", Hosts: []string{"a.example"}}}},
+			Options{}, "CR or LF"},
+		{"ErrCanaryNotSelfTest", Options{Egress: true, Secrets: map[string]agentsandbox.Secret{"K": {Value: "v", Hosts: []string{"a.example"}}},
+			EgressCanary: &agentsandbox.EgressCanary{Host: "a.example"}}, Options{}, "an egress canary is the self-test's"},
+		{"ErrCanaryWithoutSecrets", Options{Egress: true, SelfTest: true, EgressCanary: &agentsandbox.EgressCanary{Host: "a.example"}}, Options{},
+			"an egress canary is the self-test's"},
 		{"ErrEnvValueNUL", Options{Env: map[string]string{"K": "a\x00--bind"}}, Options{}, "NUL"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

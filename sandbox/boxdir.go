@@ -21,6 +21,8 @@ import (
 //	  fs/                    tmpfs, size- and inode-capped: the sandbox's writable space
 //	    workspace/ tmp/ shm/ owned by the slot uid, bound at /workspace, /tmp, /dev/shm
 //	    pts/                 the sandbox's own devpts instance, pty-capped, bound at /dev/pts
+//	    boot_id              the sandbox's own random boot id, root-owned 0444, bound read-only
+//	                         over /proc/sys/kernel/random/boot_id
 //
 // The sandbox sees none of it but the bound directories. Its pages are
 // charged to the sandbox's cgroup (the writer pays), and the wipe detaches
@@ -28,8 +30,9 @@ import (
 // there (deep trees, millions of entries, names and modes meant to trip a
 // removal) goes at once.
 const (
-	boxFS  = "fs"
-	boxPts = "fs/pts"
+	boxFS     = "fs"
+	boxPts    = "fs/pts"
+	boxBootID = "fs/boot_id"
 )
 
 // bytesPerInode sets a workspace's inode cap from its size: one inode per
@@ -44,7 +47,8 @@ func inodeCap(size int64) int64 { return max(minInodes, size/bytesPerInode) }
 
 // makeBoxDir makes dir and mounts its two file systems: a tmpfs of size
 // bytes (inodeCap(size) inodes) with the sandbox's writable directories
-// owned by uid, and a devpts instance of at most ptys terminals. On error,
+// owned by uid and its boot id, and a devpts instance of at most ptys
+// terminals. On error,
 // whatever it made is removed again.
 func makeBoxDir(dir string, uid int, size int64, ptys int) (err error) {
 	if err := os.Mkdir(dir, 0o710); err != nil {
@@ -91,6 +95,9 @@ func makeBoxDir(dir string, uid int, size int64, ptys int) (err error) {
 			return fmt.Errorf("sandbox dir: %w", err)
 		}
 	}
+	if err := writeBootID(filepath.Join(dir, boxBootID)); err != nil {
+		return err
+	}
 	ptsOpts := "newinstance,ptmxmode=0666,mode=0620,max=" + strconv.Itoa(ptys)
 	if err := unix.Mount("devpts", ptsDir, "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, ptsOpts); err != nil {
 		return fmt.Errorf("sandbox dir: mount devpts %s: %w", ptsOpts, err)
@@ -127,7 +134,14 @@ func unmountUnder(dir string) error {
 	if err != nil {
 		return fmt.Errorf("unmount %s: %w", dir, err)
 	}
+	return unmountAll(mounts)
+}
+
+// unmountAll detaches the mounts at the points of mounts, parents first
+// (what is below a detached one goes with it).
+func unmountAll(mounts []string) error {
 	slices.Sort(mounts)
+	mounts = slices.Compact(mounts)
 	var errs []error
 	for i, m := range mounts {
 		if i > 0 && slices.ContainsFunc(mounts[:i], func(p string) bool { return strings.HasPrefix(m, p+"/") }) {

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"openvibe.network/agentsandbox/internal/cdp"
 	"openvibe.network/agentsandbox/sandbox/control"
 )
 
@@ -33,8 +34,9 @@ var (
 )
 
 // BrowserCandidates are where FindBrowser looks for Chromium's binary (the
-// program itself: Debian's /usr/bin/chromium is a shell wrapper that reads
-// /etc/chromium.d, which no sandbox has).
+// program itself, not Debian's /usr/bin/chromium, a shell wrapper that
+// sources /etc/chromium.d: the sandbox's own, ChromiumConfig, which agents
+// that launch `chromium` themselves go through).
 var browserCandidates = []string{
 	"/usr/lib/chromium/chromium",
 	"/usr/lib/chromium-browser/chromium-browser",
@@ -172,6 +174,11 @@ func (r *Runtime) Browser(ctx context.Context, id string) (*BrowserConn, error) 
 	if err != nil {
 		return nil, err
 	}
+	return r.browserConn(ctx, b)
+}
+
+// browserConn connects to sandbox b's browser, starting it unless it runs.
+func (r *Runtime) browserConn(ctx context.Context, b *sandboxState) (*BrowserConn, error) {
 	req, err := r.browserRequest(b, control.OpBrowser)
 	if err != nil {
 		return nil, err
@@ -197,6 +204,23 @@ func (r *Runtime) Browser(ctx context.Context, id string) (*BrowserConn, error) 
 	}
 	end()
 	return nil, fmt.Errorf("connect to the browser: %w", err)
+}
+
+// warmBrowser starts pooled sandbox b's browser and waits until it answers
+// the DevTools protocol (Browser.getVersion), then lets go of it: Chromium
+// runs on with its one blank page and no client, for the Create that takes
+// b to connect to first. Its answer is dropped: nothing of this connection
+// stays in the browser.
+func (r *Runtime) warmBrowser(ctx context.Context, b *sandboxState) error {
+	bc, err := r.browserConn(ctx, b)
+	if err != nil {
+		return err
+	}
+	defer bc.Close()
+	if _, err := cdp.New(bc).GetVersion(); err != nil {
+		return fmt.Errorf("ask the browser its version: %w", err)
+	}
+	return nil
 }
 
 // Send sends one message (a JSON text without NUL bytes) to the browser.

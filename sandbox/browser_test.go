@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -179,7 +181,8 @@ func TestCheckBrowserPath(t *testing.T) {
 // TestBrowserSandboxIsolation runs the escape battery's checks in a browser
 // sandbox whose browser runs: every one of its processes, Chromium's
 // included, has no capability, no new privileges and the seccomp filter;
-// it sees only loopback and no host profile; namespaces stay refused; and
+// it sees only loopback and no host profile (/etc/chromium.d holds only the
+// sandbox's own files); namespaces stay refused; and
 // on the host every process runs as the sandbox's unprivileged uid.
 func TestBrowserSandboxIsolation(t *testing.T) {
 	rt := newRuntime(t, Config{Capacity: 1, Browser: requireBrowser(t)})
@@ -209,7 +212,8 @@ for s in /proc/[0-9]*/status; do
 done
 echo "processes $n"
 tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '
-for p in /root/.config /home/*/.config /run/user /etc/chromium /etc/chromium.d /var/lib; do [ -e "$p" ] && echo "BAD visible $p"; done
+for p in /root/.config /home/*/.config /run/user /etc/chromium /var/lib; do [ -e "$p" ] && echo "BAD visible $p"; done
+ls -A /etc/chromium.d | grep -vxE '`+strings.Join(slices.Sorted(maps.Keys(ChromiumConfig)), "|")+`' | sed 's/^/BAD not the sandbox'"'"'s own: \/etc\/chromium.d\//' 
 for c in "unshare -U true" "unshare -n true" "unshare -m true"; do $c 2>/dev/null && echo "BAD $c"; done
 ls -d `+BrowserProfile+`
 true`)
@@ -227,6 +231,28 @@ true`)
 	for _, pid := range pids {
 		if uid, err := hostUIDOf(pid); err != nil || uid != info.HostUID {
 			t.Errorf("host pid %d runs as uid %d (%v), want %d", pid, uid, err, info.HostUID)
+		}
+	}
+}
+
+// TestChromiumOnPath: an agent that launches the browser itself finds a
+// working `chromium` on a browser sandbox's PATH: Debian's launcher
+// (/usr/bin/chromium, a shell script that sources /etc/chromium.d/*) runs
+// and Chromium prints a page's DOM, with no flag beyond --headless (the
+// sandbox's own /etc/chromium.d adds what the sandbox needs: ChromiumConfig);
+// that directory holds nothing of the host's.
+func TestChromiumOnPath(t *testing.T) {
+	rt := newRuntime(t, Config{Capacity: 1, Browser: requireBrowser(t)})
+	info := newBox(t, rt, Options{Browser: true})
+	const page = "<p>hello from chromium on the PATH</p>"
+	out := shOK(t, rt, info.ID, `ls /etc/chromium.d; command -v chromium; `+
+		`chromium --headless --dump-dom 'data:text/html,`+page+`' 2>/dev/null`)
+	if !strings.Contains(out, page) {
+		t.Fatalf("chromium --dump-dom did not print the page's DOM:\n%s", out)
+	}
+	for _, host := range []string{"apikeys", "default-flags", "extensions"} {
+		if strings.Contains(out, host+"\n") {
+			t.Errorf("the sandbox sees the host's /etc/chromium.d/%s:\n%s", host, out)
 		}
 	}
 }

@@ -28,17 +28,17 @@ const (
 	firstCommand
 )
 
-// firstProcess chooses a one-command sandbox's first process for argv
-// with PATH pathEnv: the command itself when the host can tell that the
-// sandbox will find and run it (commandView.runnable; a command that is
-// missing or cannot be run starts through a first process that reports it
-// as the shell would: 127, 126), else prlimit, else the shim; the shim
-// whenever this process holds a descriptor the command would inherit.
-func (r *Runtime) firstProcess(argv []string, pathEnv string) firstProcess {
+// firstProcess chooses a one-command sandbox's first process for a
+// command the view found so (commandView.find): the command itself when
+// the host can tell that the sandbox will find and run it (one that cannot
+// be run starts through a first process that reports it as the shell
+// would: 127, 126), else prlimit, else the shim; the shim whenever this
+// process holds a descriptor the command would inherit.
+func (r *Runtime) firstProcess(found commandVerdict) firstProcess {
 	switch {
 	case inheritableDescriptors():
 		return firstShim
-	case r.view.runnable(argv[0], pathEnv):
+	case found == commandRuns:
 		return firstCommand
 	case r.prlimit != "":
 		return firstPrlimit

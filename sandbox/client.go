@@ -43,6 +43,7 @@ func (r *Runtime) ExecStream(ctx context.Context, id string, req agentsandbox.Ex
 	if len(req.Argv) == 0 {
 		return agentsandbox.ExecResult{}, errors.New("exec: empty argv")
 	}
+	req.Env = b.withAddedEnv(req.Env)
 	if req.Cwd != "" {
 		if _, err := control.WorkspaceRel(req.Cwd); err != nil {
 			return agentsandbox.ExecResult{}, fmt.Errorf("exec: cwd %q: %w", req.Cwd, err)
@@ -85,6 +86,9 @@ func (r *Runtime) ExecStream(ctx context.Context, id string, req agentsandbox.Ex
 // lostConnection explains a control connection that broke: the caller's ctx ended,
 // or the sandbox ended (its reason), or an error.
 func (r *Runtime) lostConnection(ctx context.Context, b *sandboxState, err error) (agentsandbox.ExecResult, error) {
+	if isBroken(err) {
+		return agentsandbox.ExecResult{}, fmt.Errorf("exec: %w", err)
+	}
 	if ctx.Err() != nil {
 		return agentsandbox.ExecResult{}, fmt.Errorf("exec: %w", ctx.Err())
 	}
@@ -104,12 +108,15 @@ func (r *Runtime) lostConnection(ctx context.Context, b *sandboxState, err error
 }
 
 // request connects to b's init and sends req. The connection is closed when
-// ctx ends, or by end, which the caller must call once done with it.
-func (r *Runtime) request(ctx context.Context, b *sandboxState, req control.Request) (c net.Conn, fw *control.Writer, end func(), err error) {
-	c, err = r.dial(ctx, b)
+// ctx ends, or by end, which the caller must call once done with it. It is
+// under the watchdog (see watchConn): when the init stops answering, reads and
+// writes on it fail with ErrBroken.
+func (r *Runtime) request(ctx context.Context, b *sandboxState, req control.Request) (_ net.Conn, fw *control.Writer, end func(), err error) {
+	raw, err := r.dial(ctx, b)
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	c := r.watchConn(b, raw)
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	end = func() { stop(); c.Close() }
 	fw = control.NewWriter(c)
@@ -123,10 +130,33 @@ func (r *Runtime) request(ctx context.Context, b *sandboxState, req control.Requ
 	return c, fw, end, nil
 }
 
-// dial connects to b's control socket through the descriptor the runtime
-// kept of it: the socket has no name on disk, so nothing the sandbox does
-// can put another socket in its place.
+// dial connects to b's control socket (see dialInit). A connection the
+// init does not take within the control timeout is tried again as long as
+// the init answers a ping (a busy init); when it does not, b is marked
+// broken. Errors: ErrBroken (b is broken); ctx ended; the connection
+// failed.
 func (r *Runtime) dial(ctx context.Context, b *sandboxState) (net.Conn, error) {
+	for {
+		if err := b.brokenErr(); err != nil {
+			return nil, err
+		}
+		dctx, cancel := context.WithTimeout(ctx, r.cfg.ControlTimeout)
+		c, err := r.dialInit(dctx, b)
+		timedOut := err != nil && ctx.Err() == nil && dctx.Err() != nil
+		cancel()
+		if !timedOut {
+			return c, err
+		}
+		if r.stalled(b) {
+			r.markBroken(b, fmt.Sprintf("its init did not take a connection within %v", r.cfg.ControlTimeout))
+		}
+	}
+}
+
+// dialInit connects to b's control socket through the descriptor the
+// runtime kept of it: the socket has no name on disk, so nothing the
+// sandbox does can put another socket in its place.
+func (r *Runtime) dialInit(ctx context.Context, b *sandboxState) (net.Conn, error) {
 	if b.control == nil {
 		return nil, fmt.Errorf("connect to sandbox %s: it has no control socket", b.id)
 	}
@@ -146,7 +176,13 @@ var errOutput = errors.New("write output")
 // a Dropped(n int64) method, a started frame to one with a Started(pid int)
 // method.
 func readReply(c net.Conn, out map[byte]io.Writer) (control.Done, error) {
-	fr := control.NewReader(c)
+	return readReplyFrom(c, out)
+}
+
+// readReplyFrom is readReply from r (a connection, or the rest of a reply
+// whose first frame control.RecvFD read).
+func readReplyFrom(r io.Reader, out map[byte]io.Writer) (control.Done, error) {
+	fr := control.NewReader(r)
 	for {
 		kind, p, err := fr.Next()
 		if err != nil {
@@ -200,7 +236,7 @@ func execRequest(op string, req agentsandbox.ExecRequest) control.Request {
 func codeError(done control.Done) error {
 	sentinel := map[string]error{
 		control.CodePath: ErrPath, control.CodeNotExist: fs.ErrNotExist, control.CodeNoSpace: ErrNoSpace,
-		control.CodeIsDir: ErrIsDir, control.CodeNotDir: ErrNotDir, control.CodeNoProcess: ErrNoProcess,
+		control.CodeIsDir: ErrIsDir, control.CodeNotDir: ErrNotDir, control.CodeNoProcess: ErrNoProcess, control.CodeExited: ErrExited,
 		control.CodeInvalid: ErrInvalid, control.CodeExists: ErrExists, control.CodeNotEmpty: ErrNotEmpty,
 		control.CodeTooLarge: ErrTooLarge,
 	}[done.Code]

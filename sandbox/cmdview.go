@@ -31,17 +31,31 @@ type commandView struct {
 	etcBinds []string          // host /etc directories bound at the same path
 }
 
-// runnable reports whether the sandbox's execvp(argv0) with PATH pathEnv
-// will run the file it finds: the first existing candidate resolves,
-// inside the view, to a regular file others may execute that is an ELF
-// program, or a `#!` script whose interpreter is runnable too. It is
-// false when the lookup leaves the view (a relative name, an empty PATH
-// entry, a link into the workspace...), when no candidate exists, and
-// when the first that exists cannot be run: those starts go through a
-// first process that reports the failure as the shell would (127, 126).
-func (v commandView) runnable(argv0, pathEnv string) bool {
+// commandVerdict is what the host can tell of a one-command sandbox's
+// command before the sandbox starts (commandView.find).
+type commandVerdict int
+
+const (
+	// commandUnsure: the sandbox alone can tell (the lookup leaves the
+	// view), or the file found cannot be run; a first process that reports
+	// the failure as the shell would (127, 126) starts it.
+	commandUnsure commandVerdict = iota
+	// commandRuns: the sandbox's execvp will run the file it finds.
+	commandRuns
+	// commandMissing: no candidate exists, and every one is in the view.
+	commandMissing
+)
+
+// find says what the sandbox's execvp(argv0) with PATH pathEnv will do:
+// commandRuns when the first existing candidate resolves, inside the view,
+// to a regular file others may execute that is an ELF program, or a `#!`
+// script whose interpreter is runnable too; commandMissing when no
+// candidate exists (each looked up in the view); commandUnsure when the
+// lookup leaves the view (a relative name, an empty PATH entry, a link
+// into the workspace...) or the first candidate that exists cannot be run.
+func (v commandView) find(argv0, pathEnv string) commandVerdict {
 	if v.root == "" || argv0 == "" {
-		return false
+		return commandUnsure
 	}
 	var candidates []string
 	if strings.Contains(argv0, "/") {
@@ -49,27 +63,32 @@ func (v commandView) runnable(argv0, pathEnv string) bool {
 	} else {
 		for _, dir := range strings.Split(pathEnv, ":") {
 			if !path.IsAbs(dir) {
-				return false // "" or relative: the working directory, outside the view
+				return commandUnsure // "" or relative: the working directory, outside the view
 			}
 			candidates = append(candidates, dir+"/"+argv0)
 		}
 	}
 	for _, c := range candidates {
 		if !path.IsAbs(c) {
-			return false // relative to the working directory: outside the view
+			return commandUnsure // relative to the working directory: outside the view
 		}
 		host, known, err := v.lookup(c)
 		switch {
 		case !known:
-			return false
-		case errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR):
+			return commandUnsure
+		case errors.Is(err, fs.ErrNotExist):
 			continue // execvp goes on to the next directory
+		case errors.Is(err, syscall.ENOTDIR) && len(candidates) > 1:
+			continue // so it does past a file on a PATH directory's way
 		case err != nil:
-			return false
+			return commandUnsure
 		}
-		return v.executable(host, 0)
+		if v.executable(host, 0) {
+			return commandRuns
+		}
+		return commandUnsure
 	}
-	return false
+	return commandMissing
 }
 
 // executable reports whether the host file host (a resolved lookup)

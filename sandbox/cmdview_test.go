@@ -61,42 +61,46 @@ func TestCommandViewRunnable(t *testing.T) {
 	const path = "/usr/local/bin:/usr/bin:/bin"
 	for _, tc := range []struct {
 		name, argv0, path string
-		want              bool
+		want              commandVerdict
 	}{
-		{"InPath", "prog", path, true},
-		{"ThroughTopLink", "prog", "/bin", true},
-		{"AbsoluteThroughTopLink", "/bin/prog", "", true},
-		{"DotDot", "/usr/bin/../bin/prog", "", true},
-		{"Script", "script", path, true},
-		{"ScriptInterpreterThroughLink", "script-via-link", path, true},
-		{"ScriptOfScript", "script-of-script", path, true},
-		{"RelativeLink", "relative", path, true},
-		{"UpLink", "up", path, true},
-		{"AbsoluteLink", "absolute", path, true},
-		{"AlternativesBind", "alternative", path, true},
-		{"Missing", "missing", path, false},
-		{"InterpreterMissing", "no-interpreter", path, false},
-		{"InterpreterRelative", "relative-interpreter", path, false},
-		{"NotForOthers", "private", path, false},
-		{"NotAProgram", "text", path, false},
-		{"Directory", "dir", path, false},
-		{"LinkIntoWorkspace", "to-workspace", path, false},
-		{"LinkLoop", "loop", path, false},
-		{"NotADirectory", "/usr/bin/prog/x", "", false},
-		{"UnsearchableDirectory", "/usr/closed/prog", "", false},
-		{"RelativeName", "./prog", path, false},
-		{"EmptyPathEntry", "prog", ":/usr/bin", false},
-		{"WorkspaceFirstInPath", "prog", "/workspace:/usr/bin", false},
-		{"OutsideView", "/tmp/prog", "", false},
-		{"EmptyName", "", path, false},
+		{"InPath", "prog", path, commandRuns},
+		{"ThroughTopLink", "prog", "/bin", commandRuns},
+		{"AbsoluteThroughTopLink", "/bin/prog", "", commandRuns},
+		{"DotDot", "/usr/bin/../bin/prog", "", commandRuns},
+		{"Script", "script", path, commandRuns},
+		{"ScriptInterpreterThroughLink", "script-via-link", path, commandRuns},
+		{"ScriptOfScript", "script-of-script", path, commandRuns},
+		{"RelativeLink", "relative", path, commandRuns},
+		{"UpLink", "up", path, commandRuns},
+		{"AbsoluteLink", "absolute", path, commandRuns},
+		{"AlternativesBind", "alternative", path, commandRuns},
+		{"Missing", "missing", path, commandMissing},
+		{"InterpreterMissing", "no-interpreter", path, commandUnsure},
+		{"InterpreterRelative", "relative-interpreter", path, commandUnsure},
+		{"NotForOthers", "private", path, commandUnsure},
+		{"NotAProgram", "text", path, commandUnsure},
+		{"Directory", "dir", path, commandUnsure},
+		{"LinkIntoWorkspace", "to-workspace", path, commandUnsure},
+		{"LinkLoop", "loop", path, commandUnsure},
+		{"NotADirectory", "/usr/bin/prog/x", "", commandUnsure},
+		{"UnsearchableDirectory", "/usr/closed/prog", "", commandUnsure},
+		{"RelativeName", "./prog", path, commandUnsure},
+		{"EmptyPathEntry", "prog", ":/usr/bin", commandUnsure},
+		{"WorkspaceFirstInPath", "prog", "/workspace:/usr/bin", commandUnsure},
+		{"OutsideView", "/tmp/prog", "", commandUnsure},
+		{"EmptyName", "", path, commandUnsure},
+		{"MissingAbsolute", "/usr/bin/missing", "", commandMissing},
+		{"MissingThroughTopLink", "/bin/missing", "", commandMissing},
+		{"MissingPastAFile", "missing", "/usr/bin/prog:/usr/bin", commandMissing},
+		{"MissingButWorkspaceInPath", "missing", "/usr/bin:/workspace", commandUnsure},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := view.runnable(tc.argv0, tc.path); got != tc.want {
-				t.Fatalf("runnable(%q, %q) = %v, want %v", tc.argv0, tc.path, got, tc.want)
+			if got := view.find(tc.argv0, tc.path); got != tc.want {
+				t.Fatalf("find(%q, %q) = %v, want %v", tc.argv0, tc.path, got, tc.want)
 			}
 		})
 	}
-	if (commandView{}).runnable("prog", path) {
+	if (commandView{}).find("prog", path) != commandUnsure {
 		t.Fatal("the zero view found a command")
 	}
 }

@@ -53,10 +53,28 @@ func crashHelper(stateDir string) int {
 // TestCrashLeavesNothing: a worker killed with SIGKILL while its sandbox
 // runs, and a new runtime started at once after it (no waiting for an age),
 // leave nothing of the dead one behind: no mount, no cgroup, no process of
-// its uid, no directory, no lock.
+// its uid, no directory, no lock; also when the new runtime has another
+// state directory (it finds the dead one's where its lock says).
 func TestCrashLeavesNothing(t *testing.T) {
-	testenv.RequireSandbox(t)
-	state := stateDir(t)
+	for _, tc := range []struct {
+		name      string
+		sameState bool
+	}{{"SameStateDir", true}, {"OtherStateDir", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			testenv.RequireSandbox(t)
+			state := stateDir(t)
+			next := state
+			if !tc.sameState {
+				next = stateDir(t)
+			}
+			crashAndRestart(t, state, next)
+		})
+	}
+}
+
+// crashAndRestart kills a worker with a running sandbox in state, starts a
+// runtime in next and checks that nothing of the dead one is left.
+func crashAndRestart(t *testing.T, state, next string) {
 	helper := exec.Command(os.Args[0], "-test.run=^$")
 	helper.Env = append(os.Environ(), crashHelperEnv+"="+state)
 	stdout, err := helper.StdoutPipe()
@@ -83,7 +101,7 @@ func TestCrashLeavesNothing(t *testing.T) {
 	_ = helper.Process.Signal(syscall.SIGKILL)
 	_ = helper.Wait()
 
-	newRuntime(t, Config{Capacity: 1, StateDir: state})
+	newRuntime(t, Config{Capacity: 1, StateDir: next})
 	if mounts, err := mountsUnder(filepath.Join(state, name)); err != nil || len(mounts) > 0 {
 		t.Errorf("mounts of the dead runtime left: %v %v", mounts, err)
 	}
@@ -116,16 +134,23 @@ func TestCrashLeavesNothing(t *testing.T) {
 }
 
 // TestStaleKeepsLiveRuntimes: cleaning up never touches a live runtime's
-// directory or cgroups, whatever its state directory.
+// directory or cgroups, whatever its state directory, and does not log it
+// as removed.
 func TestStaleKeepsLiveRuntimes(t *testing.T) {
 	live := newRuntime(t, Config{Capacity: 1})
 	info := newBox(t, live, Options{})
-	newRuntime(t, Config{Capacity: 1, StateDir: stateDir(t)})
+	var logs syncbuf.Buffer
+	newRuntime(t, Config{Capacity: 1, StateDir: stateDir(t), Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	if out := shOK(t, live, info.ID, "echo alive"); out != "alive\n" {
 		t.Fatalf("the live runtime's sandbox: %q", out)
 	}
 	if _, err := os.Stat(live.dir); err != nil {
 		t.Fatalf("the live runtime's directory: %v", err)
+	}
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, `"runtime":"`+live.name+`"`) {
+			t.Errorf("the new runtime logged about the live one: %s", line)
+		}
 	}
 }
 

@@ -40,21 +40,39 @@ type sandboxState struct {
 	// bornInGroup is set when bubblewrap was started in the cgroup (v2).
 	bornInGroup bool
 	// pooled is set while the sandbox waits in the pool (under the
-	// runtime's mu).
-	pooled bool
-	cmd    *exec.Cmd
-	exited chan struct{} // closed once bubblewrap exited
-	wiped  chan struct{} // closed once the wipe finished
-	stderr *tailBuffer
-	detach func()
-	timer  *time.Timer
+	// runtime's mu); poolIndex is the pool it was started for (poolHost,
+	// poolBrowser, else an index of Config.PoolImages).
+	pooled    bool
+	poolIndex int
+	cmd       *exec.Cmd
+	exited    chan struct{} // closed once bubblewrap exited
+	wiped     chan struct{} // closed once the wipe finished
+	stderr    *tailBuffer
+	detach    func()
+	timer     *time.Timer
 	// readyAt is when the sandbox first accepted commands: its time box
 	// counts from there (under the runtime's mu, as timer and info are).
 	readyAt time.Time
 	direct  *directRun // set for a one-command sandbox (Runtime.Run)
+	// secretEnv holds the placeholders and CA variables of a sandbox with
+	// secrets (added to Options.Env for its commands), and caBundle the
+	// host path of its trust bundle (see setupSecrets).
+	secretEnv map[string]string
+	caBundle  string
+	// caDomains are the names its CA is constrained to (none: no CA);
+	// secrets are what the proxy brokers for it now, and addedEnv the
+	// placeholders of the secrets UpdateSecrets added, given to each
+	// command started after (all three under secretsMu).
+	secretsMu sync.Mutex
+	caDomains []string
+	secrets   []agentsandbox.EgressSecret
+	addedEnv  map[string]string
 
 	mu     sync.Mutex
 	reason string // why the sandbox ended: time_box, deleted, memory, exited
+	// broken says why the sandbox's init is taken for stalled (see
+	// watchdog.go); empty while it answers.
+	broken string
 }
 
 // setReason records why the sandbox ends (the first reason wins).
@@ -89,6 +107,17 @@ func resolve(o Options) (Options, error) {
 			return o, fmt.Errorf("limit %w", err)
 		}
 	}
+	if o.Image != nil {
+		if o.Browser {
+			return o, errors.New("a browser sandbox runs on the host's view, not an image")
+		}
+		if err := checkImage(o.Image); err != nil {
+			return o, err
+		}
+	}
+	if err := checkSecrets(o); err != nil {
+		return o, err
+	}
 	for k, v := range o.Env {
 		if !agentsandbox.ValidEnvName(k) {
 			return o, fmt.Errorf("env name %q is not a valid variable name (letters, digits and _, not starting with a digit)", k)
@@ -102,19 +131,37 @@ func resolve(o Options) (Options, error) {
 
 // Create starts a sandbox with opts and returns once its init accepts
 // commands. Errors: ErrCapacity when every slot is in use; an invalid option
-// (time box outside 1s..30min, a negative limit, a bad env name); a sandbox
-// with egress on a runtime without Config.Egress; or a failed start (its
-// bubblewrap error included).
-func (r *Runtime) Create(ctx context.Context, opts Options) (Info, error) {
-	opts, err := resolve(opts)
+// (time box outside 1s..30min, a negative limit, a bad env name, a bad
+// image); a sandbox with egress on a runtime without Config.Egress;
+// Options.SelfTest asked of the runtime rather than its self-test's view
+// (SelfTest, whose Create sets it); an image sandbox on a runtime whose
+// init is not static; or a failed start (its bubblewrap error included).
+func (r *Runtime) Create(ctx context.Context, opts Options) (_ Info, err error) {
+	opts.Image = opts.Image.once()
+	defer func() {
+		if err != nil {
+			opts.Image.release()
+		}
+	}()
+	if opts.SelfTest && !r.selfTest {
+		return Info{}, errors.New("create sandbox: the self-test's sandboxes are created through Runtime.SelfTest")
+	}
+	opts.SelfTest = r.selfTest
+	opts, err = resolve(opts)
 	if err != nil {
 		return Info{}, fmt.Errorf("create sandbox: %w", err)
+	}
+	if opts.Image != nil && !r.initStatic {
+		return Info{}, fmt.Errorf("create sandbox: %w: %s", ErrNoImages, r.ImageProblems()[0])
 	}
 	if opts.Egress && r.cfg.Egress == nil {
 		return Info{}, errors.New("create sandbox: egress requested but this runtime has no egress proxy")
 	}
 	if opts.Browser && r.cfg.Browser == "" {
 		return Info{}, fmt.Errorf("create sandbox: a browser requested but this runtime has none (Config.Browser): %w", ErrNoBrowser)
+	}
+	if p := r.cfg.HostProblems; len(p) > 0 {
+		return Info{}, fmt.Errorf("create sandbox: %w: %s", ErrHost, strings.Join(p, "; "))
 	}
 	if p := r.LimitProblems(); len(p) > 0 && !opts.SelfTest {
 		return Info{}, fmt.Errorf("create sandbox: %w: %s", ErrLimits, strings.Join(p, "; "))
@@ -128,6 +175,16 @@ func (r *Runtime) Create(ctx context.Context, opts Options) (Info, error) {
 	b, pooled, err := r.obtain(ctx, opts)
 	if err != nil {
 		return Info{}, err
+	}
+	if opts.SelfTest && opts.Browser && r.cfg.PoolBrowser > 0 {
+		// The self-test proves the browser tenants get: with a browser pool,
+		// one whose Chromium was started ahead by the pool's own step and
+		// answered a client that left (under the check's egress policy,
+		// attached at the start: its guarantee holds).
+		if err := r.warmBrowser(ctx, b); err != nil {
+			r.wipe(b, "deleted")
+			return Info{}, fmt.Errorf("create sandbox: start its browser as the browser pool does: %w", err)
+		}
 	}
 	r.mu.Lock()
 	if r.closed {
@@ -144,7 +201,8 @@ func (r *Runtime) Create(ctx context.Context, opts Options) (Info, error) {
 	r.mu.Unlock()
 	go r.watch(b)
 	r.log.Info("sandbox created", "sandbox", b.id, "slot", b.slot.index, "uid", b.slot.uid, "pooled", pooled,
-		"egress", opts.Egress, "time_box_s", opts.TimeBox.Seconds(), "duration_ms", durationMS(time.Since(start)))
+		"egress", opts.Egress, "image", b.info.Image, "image_digest", b.info.ImageDigest,
+		"time_box_s", opts.TimeBox.Seconds(), "duration_ms", durationMS(time.Since(start)))
 	r.wakePool()
 	return b.info, nil
 }
@@ -154,7 +212,7 @@ func (r *Runtime) Create(ctx context.Context, opts Options) (Info, error) {
 // no slot is free). pooled says which.
 func (r *Runtime) obtain(ctx context.Context, opts Options) (b *sandboxState, pooled bool, err error) {
 	if r.poolable(opts) {
-		if b := r.takePooled(); b != nil {
+		if b := r.takePooled(opts); b != nil {
 			if err := r.adopt(ctx, b, opts); err != nil {
 				return nil, false, fmt.Errorf("create sandbox: %w", err)
 			}
@@ -181,7 +239,7 @@ func (r *Runtime) obtain(ctx context.Context, opts Options) (b *sandboxState, po
 			return nil, false, fmt.Errorf("create sandbox: %w", ctx.Err())
 		}
 		if r.poolable(opts) {
-			if b := r.takePooled(); b != nil {
+			if b := r.takePooled(opts); b != nil {
 				if err := r.adopt(ctx, b, opts); err != nil {
 					return nil, false, fmt.Errorf("create sandbox: %w", err)
 				}
@@ -220,8 +278,11 @@ func (r *Runtime) claim(opts Options) (*sandboxState, error) {
 			exited: make(chan struct{}), wiped: make(chan struct{}),
 			info: Info{
 				ID: id, Slot: s.index, HostUID: s.uid, Egress: opts.Egress, EgressPolicy: opts.EgressPolicy,
-				Browser: opts.Browser, CreatedAt: now, Limits: opts.Limits,
+				Secrets: secretHosts(opts.Secrets), Browser: opts.Browser, CreatedAt: now, Limits: opts.Limits,
 			},
+		}
+		if opts.Image != nil {
+			b.info.Image, b.info.ImageDigest = opts.Image.Ref, opts.Image.Digest
 		}
 		s.current = b
 		return b, nil
@@ -268,8 +329,9 @@ func (r *Runtime) endSandbox(id, why string) {
 	}
 }
 
-// takeBox removes sandbox id from the runtime's sandboxes and returns it;
-// false when it is not there (another caller took it first).
+// takeBox removes sandbox id from the runtime's sandboxes (either view's)
+// and returns it; false when it is not there (another caller took it
+// first).
 func (r *Runtime) takeBox(id string) (*sandboxState, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -278,14 +340,20 @@ func (r *Runtime) takeBox(id string) (*sandboxState, bool) {
 	return b, ok
 }
 
-// Delete ends a sandbox: it kills every process, removes its files and
-// cgroup, and verifies that nothing is left. A running Exec in it ends with
-// reason "deleted". Errors: ErrNotFound. A wipe that could not be verified
-// is not an error: the report says what is left (and the slot stays out of
-// use).
+// Delete ends a sandbox of this view (see SelfTest): it kills every
+// process, removes its files and cgroup, and verifies that nothing is
+// left. A running Exec in it ends with reason "deleted". Errors:
+// ErrNotFound (another view's sandbox too). A wipe that could not be
+// verified is not an error: the report says what is left (and the slot
+// stays out of use).
 func (r *Runtime) Delete(_ context.Context, id string) (WipeReport, error) {
-	b, ok := r.takeBox(id)
-	if !ok {
+	r.mu.Lock()
+	b, ok := r.boxes[id]
+	if ok && r.sees(b) {
+		delete(r.boxes, id)
+	}
+	r.mu.Unlock()
+	if !ok || !r.sees(b) {
 		return WipeReport{}, ErrNotFound
 	}
 	return r.wipe(b, "deleted"), nil

@@ -52,10 +52,29 @@ func etcBinds(hostEtc string) []string {
 	return out
 }
 
+// ChromiumConfig is the sandbox's own /etc/chromium.d, which Debian's
+// launcher (/usr/bin/chromium, a shell script) sources before it starts
+// Chromium: the host's is never shown (an operator's flags or keys may be
+// in it). Its one file of flags makes `chromium` on the PATH work in a
+// sandbox: Chromium's own sandbox off (it needs user namespaces, which this
+// sandbox refuses: this sandbox is the boundary, as for the browser of
+// BrowserArgv) and shared memory in /tmp (/dev/shm is small). The README,
+// which the launcher skips, keeps the directory from being empty, which
+// the launcher's `. /etc/chromium.d/*` would fail on.
+var ChromiumConfig = map[string]string{
+	"README": "Files in this directory are sourced by /usr/bin/chromium before it starts Chromium.\n" +
+		"This one is the sandbox's own (codes-sandbox): the host's /etc/chromium.d is not shown.\n",
+	"sandbox": "# Chromium in a codes-sandbox sandbox: the sandbox is its boundary (Chromium's own sandbox\n" +
+		"# needs user namespaces, which the sandbox refuses), and /dev/shm is small.\n" +
+		"export CHROMIUM_FLAGS=\"$CHROMIUM_FLAGS --no-sandbox --disable-dev-shm-usage\"\n",
+}
+
 // etcFiles returns the generated /etc contents: the sandbox user and group,
-// a localhost-only hosts file, files-then-dns lookups, and a resolver at the
+// a localhost-only hosts file, files-then-dns lookups, a resolver at the
 // sandbox's own loopback (reached only when egress is on; without egress the
-// sandbox has no network at all).
+// sandbox has no network at all) asked over TCP (use-vc: on a cgroup v1 host
+// the sandbox may not open UDP sockets, see seccomp.Options), and Chromium's launcher configuration
+// (ChromiumConfig).
 func etcFiles(hostname string) map[string]string {
 	uid, gid := strconv.Itoa(control.SandboxUID), strconv.Itoa(control.SandboxGID)
 	return map[string]string{
@@ -66,7 +85,9 @@ func etcFiles(hostname string) map[string]string {
 		"hosts": "127.0.0.1\tlocalhost " + hostname + "\n::1\tlocalhost ip6-localhost ip6-loopback\n",
 		"nsswitch.conf": "passwd: files\ngroup: files\nshadow: files\n" +
 			"hosts: files dns\nnetworks: files\nprotocols: files\nservices: files\n",
-		"resolv.conf": "nameserver 127.0.0.1\noptions ndots:0\n",
+		"resolv.conf":        "nameserver 127.0.0.1\noptions ndots:0 use-vc\n",
+		"chromium.d/README":  ChromiumConfig["README"],
+		"chromium.d/sandbox": ChromiumConfig["sandbox"],
 	}
 }
 
@@ -290,6 +311,9 @@ func fillEtc(dir, hostEtc string, binds []string, gen map[string]string) error {
 		return fmt.Errorf("build /etc: %w", err)
 	}
 	for name, content := range gen {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+			return fmt.Errorf("build /etc: %w", err)
+		}
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
 			return fmt.Errorf("build /etc: %w", err)
 		}

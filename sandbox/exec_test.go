@@ -232,7 +232,7 @@ func (f *fakeAttacher) Attach(_ context.Context, id, tempPath string, uid int, o
 func TestEgressBridge(t *testing.T) {
 	att := &fakeAttacher{attached: map[string]bool{}, policies: map[string]agentsandbox.EgressPolicy{}}
 	rt := newRuntime(t, Config{Capacity: 1, Egress: att})
-	pol := agentsandbox.EgressPolicy{Mode: agentsandbox.EgressAllow, Allow: []string{"pypi.org"}}
+	pol := agentsandbox.EgressPolicy{Mode: agentsandbox.EgressAllow, Allow: agentsandbox.EgressHosts("pypi.org")}
 	info := newBox(t, rt, Options{Egress: true, EgressPolicy: pol})
 	if !info.Egress || !att.attached[info.ID] {
 		t.Fatalf("info %+v, attached %v", info, att.attached)

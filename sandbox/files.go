@@ -65,8 +65,7 @@ func (r *Runtime) PutFile(ctx context.Context, id, path string, src io.Reader, m
 	if err != nil || rel == "." {
 		return fmt.Errorf("put %s: %w", path, ErrPath)
 	}
-	_, err = r.fileOp(ctx, id, control.Request{Op: control.OpPut, Path: rel, Mode: uint32(mode.Perm())}, src, nil)
-	if err != nil {
+	if err := r.putViaFD(ctx, id, control.Request{Op: control.OpPutFD, Path: rel, Mode: uint32(mode.Perm())}, src); err != nil {
 		return fmt.Errorf("put %s: %w", path, err)
 	}
 	return nil
@@ -80,7 +79,7 @@ func (r *Runtime) GetFile(ctx context.Context, id, path string, w io.Writer) err
 	if err != nil {
 		return fmt.Errorf("get %s: %w", path, ErrPath)
 	}
-	done, err := r.fileOp(ctx, id, control.Request{Op: control.OpGet, Path: rel}, nil, w)
+	done, err := r.getViaFD(ctx, id, control.Request{Op: control.OpGetFD, Path: rel}, w)
 	if done.Code == control.CodeInvalid {
 		err = ErrNotRegular
 	}

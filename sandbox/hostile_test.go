@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -29,8 +30,14 @@ import (
 // its /proc); nothing of the host's disk is writable, and writing past the
 // disk limit fails inside while the host's free space does not move.
 func TestNoWritableHostDir(t *testing.T) {
-	rt := newRuntime(t, Config{Capacity: 1, MaxPtys: 8})
-	info := newBox(t, rt, Options{Limits: agentsandbox.Limits{DiskMB: 64, MemoryMB: 512}})
+	for _, v := range views() {
+		t.Run(v.name, func(t *testing.T) { testNoWritableHostDir(t, v) })
+	}
+}
+
+func testNoWritableHostDir(t *testing.T, v view) {
+	rt := v.runtime(t, Config{Capacity: 1, MaxPtys: 8})
+	info := newBox(t, rt, v.options(t, Options{Limits: agentsandbox.Limits{DiskMB: 64, MemoryMB: 512}}))
 	b := mustBox(t, rt, info.ID)
 	mounts, err := mountinfo.Read("/proc", b.initPid)
 	if err != nil {
@@ -54,6 +61,14 @@ func TestNoWritableHostDir(t *testing.T) {
 				t.Errorf("devpts %s is not capped at 8 ptys: %v", m.Point, m.SuperOptions)
 			}
 		case m.FSType == "proc" && m.Point == "/proc":
+		case m.FSType == "overlay" && m.Point == "/" && v.image != nil:
+			// The image's root: the overlay the runtime mounted in the
+			// sandbox's directory (its options name its layers by
+			// descriptors), whose upper layer is on the sandbox's capped
+			// tmpfs, its layers read-only.
+			if !ownRootOverlay(t, rt.boxPath(info.ID), m.Dev) {
+				t.Errorf("the root overlay (device %s) is not the one on the sandbox's tmpfs", m.Dev)
+			}
 		case m.FSType == "devtmpfs" && strings.HasPrefix(m.Point, "/dev/"):
 			// bubblewrap's device nodes (null, zero, tty…): binds of single
 			// character devices, no file can be made there.
@@ -76,12 +91,20 @@ func TestNoWritableHostDir(t *testing.T) {
 	r := sh(t, rt, info.ID, "test -e /.sandbox && echo control-dir-visible; "+
 		"dd if=/dev/zero of=/workspace/big bs=1M count=200 2>&1; echo dd=$?; rm /workspace/big; "+
 		"python3 -c 'import os\nn = 0\ntry:\n  while n < 20000: os.close(os.open(\"/tmp/f%d\" % n, os.O_CREAT | os.O_WRONLY)); n += 1\nexcept OSError: pass\nprint(\"files=%d\" % n)'; "+
-		"touch /dev/made 2>/dev/null && echo dev-writable; touch /.made 2>/dev/null && echo root-writable; true")
+		"touch /dev/made 2>/dev/null && echo dev-writable; touch /.made 2>/dev/null && echo root-writable; "+
+		"dd if=/dev/zero of=/.big bs=1M count=200 2>&1; echo rootdd=$?; true")
 	var after unix.Statfs_t
 	if err := unix.Statfs("/", &after); err != nil {
 		t.Fatal(err)
 	}
-	for _, bad := range []string{"control-dir-visible", "dev-writable", "root-writable"} {
+	bads := []string{"control-dir-visible", "dev-writable", "root-writable"}
+	if v.image != nil {
+		bads = bads[:2] // an image's root is the sandbox's to write, into the same capped tmpfs
+		if !strings.Contains(r.stdout, "rootdd=1") {
+			t.Errorf("a 200 MB write into the image's root did not run out of space: %q", r.stdout)
+		}
+	}
+	for _, bad := range bads {
 		if strings.Contains(r.stdout, bad) {
 			t.Errorf("%s: %q", bad, r.stdout)
 		}
@@ -105,14 +128,24 @@ func TestNoWritableHostDir(t *testing.T) {
 // newlines and invalid UTF-8, directories nobody may read or enter), the
 // wipe is verified at once and the slot serves the next sandbox.
 func TestWipeDefeatsHostileTrees(t *testing.T) {
-	rt := newRuntime(t, Config{Capacity: 1})
-	info, err := rt.Create(context.Background(), Options{})
+	for _, v := range views() {
+		t.Run(v.name, func(t *testing.T) { testWipeDefeatsHostileTrees(t, v) })
+	}
+}
+
+func testWipeDefeatsHostileTrees(t *testing.T, v view) {
+	rt := v.runtime(t, Config{Capacity: 1})
+	info, err := rt.Create(context.Background(), v.options(t, Options{}))
 	if err != nil {
 		t.Fatal(err)
 	}
+	base := "/workspace"
+	if v.image != nil {
+		base = "/usr/local" // the image's root is as writable, into the same tmpfs
+	}
 	r := run(t, rt, info.ID, agentsandbox.ExecRequest{Argv: []string{"python3", "-c", `
-import os
-os.chdir("/workspace")
+import os, sys
+os.chdir(sys.argv[1])
 os.mkdir("deep"); os.chdir("deep")
 for i in range(21000):
     os.mkdir("d"); os.chdir("d")
@@ -126,7 +159,7 @@ os.mkdir("/workspace/locked"); open("/workspace/locked/x", "w").close()
 os.chmod("/workspace/locked", 0)
 os.chmod("/workspace", 0o500)
 print("made")
-`}, Timeout: time.Minute})
+`, base}, Timeout: time.Minute})
 	if r.ExitCode != 0 || r.stdout != "made\n" {
 		t.Fatalf("making the trees: exit %d %q %q", r.ExitCode, r.stdout, r.stderr)
 	}
@@ -137,8 +170,8 @@ print("made")
 	if rt.Active() != 0 || len(rt.Broken()) != 0 {
 		t.Fatalf("after the wipe: active %d, broken %v", rt.Active(), rt.Broken())
 	}
-	next := newBox(t, rt, Options{})
-	if out := shOK(t, rt, next.ID, "ls -A /workspace /tmp | wc -l"); strings.TrimSpace(out) != "3" {
+	next := newBox(t, rt, v.options(t, Options{}))
+	if out := shOK(t, rt, next.ID, "ls -A /workspace /tmp | wc -l; test -e /usr/local/deep && echo deep-left; true"); strings.TrimSpace(out) != "3" {
 		t.Fatalf("the next sandbox sees leftovers: %q", out)
 	}
 }
@@ -147,8 +180,14 @@ print("made")
 // descriptor limit, soft and hard, and cannot raise it; a sandbox cannot
 // hold more ptys than its cap, nor raise the host's counts past its caps.
 func TestDescriptorAndPtyCaps(t *testing.T) {
-	rt := newRuntime(t, Config{Capacity: 1, MaxOpenFiles: 256, MaxPtys: 4})
-	info := newBox(t, rt, Options{})
+	for _, v := range views() {
+		t.Run(v.name, func(t *testing.T) { testDescriptorAndPtyCaps(t, v) })
+	}
+}
+
+func testDescriptorAndPtyCaps(t *testing.T, v view) {
+	rt := v.runtime(t, Config{Capacity: 1, MaxOpenFiles: 256, MaxPtys: 4})
+	info := newBox(t, rt, v.options(t, Options{}))
 	r := run(t, rt, info.ID, agentsandbox.ExecRequest{Argv: []string{"python3", "-c", `
 import os, resource, sys, time
 print("limit", *resource.getrlimit(resource.RLIMIT_NOFILE))
@@ -250,9 +289,15 @@ func regexpLine(text, name string, want ...string) bool {
 // sandbox's commands, and no host process shows it on its command line or
 // (to another user) in its environment.
 func TestSecretsNotOnCommandLines(t *testing.T) {
-	rt := newRuntime(t, Config{Capacity: 2})
+	for _, v := range views() {
+		t.Run(v.name, func(t *testing.T) { testSecretsNotOnCommandLines(t, v) })
+	}
+}
+
+func testSecretsNotOnCommandLines(t *testing.T, v view) {
+	rt := v.runtime(t, Config{Capacity: 2})
 	canary := "sk-canary-" + randomID()
-	info := newBox(t, rt, Options{Env: map[string]string{"OPENAI_API_KEY": canary}})
+	info := newBox(t, rt, v.options(t, Options{Env: map[string]string{"OPENAI_API_KEY": canary}}))
 	if out := shOK(t, rt, info.ID, "echo $OPENAI_API_KEY"); out != canary+"\n" {
 		t.Fatalf("the env did not reach the command: %q", out)
 	}
@@ -262,7 +307,7 @@ func TestSecretsNotOnCommandLines(t *testing.T) {
 	out := &signalWriter{want: "up", seen: make(chan struct{})}
 	done := make(chan error, 1)
 	go func() {
-		_, _, err := rt.Run(ctx, Options{Env: map[string]string{"RUN_TOKEN": canary}}, []string{"sh", "-c", "echo up; sleep 30"},
+		_, _, err := rt.Run(ctx, v.options(t, Options{Env: map[string]string{"RUN_TOKEN": canary}}), []string{"sh", "-c", "echo up; sleep 30"},
 			nil, out, nil)
 		done <- err
 	}()
@@ -293,11 +338,18 @@ func TestSecretsNotOnCommandLines(t *testing.T) {
 // and memory closed to it (the init is undumpable), and signals it sends the
 // init change nothing; exec answers stay the genuine ones.
 func TestControlChannelOutOfReach(t *testing.T) {
-	rt := newRuntime(t, Config{Capacity: 1})
-	info := newBox(t, rt, Options{})
+	for _, v := range views() {
+		t.Run(v.name, func(t *testing.T) { testControlChannelOutOfReach(t, v) })
+	}
+}
+
+func testControlChannelOutOfReach(t *testing.T, v view) {
+	rt := v.runtime(t, Config{Capacity: 1})
+	info := newBox(t, rt, v.options(t, Options{}))
 	r := sh(t, rt, info.ID, `
 ls -A /.sandbox 2>/dev/null && echo sandbox-dir-visible
-ls /proc/1/fd >/dev/null 2>&1 && echo init-fds-visible
+ls /proc/1/fd >/dev/null 2>&1 && echo init-fds-listed
+for f in /proc/1/fd/*; do readlink $f >/dev/null 2>&1 && echo init-fd-readable; done
 head -c1 /proc/1/environ >/dev/null 2>&1 && echo init-environ-readable
 python3 -c '
 import os
@@ -315,12 +367,20 @@ for sig in TERM INT HUP QUIT USR1 USR2; do kill -$sig 1 2>/dev/null; done
 kill -KILL 1 2>/dev/null
 sleep 0.2
 echo done`)
-	for _, bad := range []string{"sandbox-dir-visible", "init-fds-visible", "init-environ-readable", "init-mem-open", "init-socket-reached"} {
+	bads := []string{"sandbox-dir-visible", "init-fd-readable", "init-environ-readable", "init-mem-open", "init-socket-reached", "init-fds-listed"}
+	want := "done\n"
+	if v.image != nil {
+		// An image that runs as root owns its init's /proc entries (the
+		// kernel gives an undumpable process's to its namespace's root): it
+		// may list the descriptors' numbers, never open one.
+		bads, want = bads[:len(bads)-1], "init-fds-listed\ndone\n"
+	}
+	for _, bad := range bads {
 		if strings.Contains(r.stdout, bad) {
 			t.Errorf("%s: %q", bad, r.stdout)
 		}
 	}
-	if r.stdout != "done\n" || r.ExitCode != 0 {
+	if r.stdout != want || r.ExitCode != 0 {
 		t.Fatalf("the probe: exit %d %q %q", r.ExitCode, r.stdout, r.stderr)
 	}
 	if out := shOK(t, rt, info.ID, "echo still-here"); out != "still-here\n" {
@@ -332,15 +392,91 @@ echo done`)
 // that is still running: children that left its session or process group
 // included.
 func TestExecTimeoutKillsTree(t *testing.T) {
-	rt := newRuntime(t, Config{Capacity: 1})
-	info := newBox(t, rt, Options{})
+	for _, v := range views() {
+		t.Run(v.name, func(t *testing.T) { testExecTimeoutKillsTree(t, v) })
+	}
+}
+
+func testExecTimeoutKillsTree(t *testing.T, v view) {
+	rt := v.runtime(t, Config{Capacity: 1})
+	info := newBox(t, rt, v.options(t, Options{}))
 	r := run(t, rt, info.ID, agentsandbox.ExecRequest{Argv: []string{"sh", "-c",
 		"setsid sleep 301 & perl -e 'setpgrp; exec sleep 302' & sh -c 'sleep 303 & wait' & sleep 304"},
 		Timeout: 500 * time.Millisecond})
 	if r.Reason != agentsandbox.ReasonTimeout {
 		t.Fatalf("result %+v, want the timeout", r.ExecResult)
 	}
-	if out := shOK(t, rt, info.ID, "sleep 0.1; ps -eo args | grep -c '^sleep 30' || true"); strings.TrimSpace(out) != "0" {
-		t.Fatalf("processes of the timed-out exec still run: %q", shOK(t, rt, info.ID, "ps -eo pid,pgid,sid,args"))
+	// Every process's command line, read from /proc (an image may have no ps).
+	const sleeps = "sleep 0.1; cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' ' | grep -o 'sleep 30[1-4]' | wc -l"
+	if out := shOK(t, rt, info.ID, sleeps); strings.TrimSpace(out) != "0" {
+		t.Fatalf("processes of the timed-out exec still run: %q", out)
 	}
+}
+
+// TestOOMScoreAdj: every process of a sandbox has oom_score_adj 1000, so
+// the kernel's OOM killer takes a sandbox before the worker; where the
+// runtime holds CAP_SYS_RESOURCE (root on a host; not in every container)
+// its write also set the floor, and no process of the sandbox can lower it.
+func TestOOMScoreAdj(t *testing.T) {
+	rt := newRuntime(t, Config{Capacity: 1})
+	info := newBox(t, rt, Options{})
+	got := shOK(t, rt, info.ID, `cat /proc/self/oom_score_adj
+(echo 0 >/proc/self/oom_score_adj) 2>/dev/null && echo lowered || echo refused
+sh -c 'cat /proc/self/oom_score_adj'`)
+	want := "1000\nrefused\n1000\n"
+	if !hasCapSysResource(t) {
+		t.Log("without CAP_SYS_RESOURCE the runtime's write sets no floor: lowering is not tested")
+		want = "1000\nlowered\n1000\n"
+	}
+	if got != want {
+		t.Errorf("inside: %q, want %q", got, want)
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/oom_score_adj", mustBox(t, rt, info.ID).initPid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.TrimSpace(string(b)) != "1000" {
+		t.Errorf("the init's oom_score_adj seen from the host is %q, want 1000", b)
+	}
+}
+
+// hasCapSysResource reports whether this process holds CAP_SYS_RESOURCE.
+func hasCapSysResource(tb testing.TB) bool {
+	tb.Helper()
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "CapEff:"); ok {
+			caps, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			return caps&(1<<unix.CAP_SYS_RESOURCE) != 0
+		}
+	}
+	tb.Fatal("no CapEff in /proc/self/status")
+	return false
+}
+
+// ownRootOverlay reports whether dev is the device of the overlay the
+// runtime mounted at the image root of the sandbox whose directory is dir,
+// and whether its upper directory is on the sandbox's tmpfs.
+func ownRootOverlay(t *testing.T, dir, dev string) bool {
+	t.Helper()
+	mounts, err := mountinfo.Read("/proc", os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fsDev, upperDev unix.Stat_t
+	if unix.Stat(filepath.Join(dir, boxFS), &fsDev) != nil || unix.Stat(filepath.Join(dir, boxFS, boxUpper), &upperDev) != nil || fsDev.Dev != upperDev.Dev {
+		return false
+	}
+	for _, m := range mounts {
+		if m.FSType == "overlay" && m.Point == filepath.Join(dir, boxFS, boxRoot) && m.Dev == dev {
+			return true
+		}
+	}
+	return false
 }

@@ -24,8 +24,15 @@ func randomHex(tb testing.TB) string {
 }
 
 // TestIsolation proves each isolation fact from inside a real sandbox (and
-// the host uid from outside).
+// the host uid from outside), in a sandbox with the host's view and in one
+// on the Debian test image.
 func TestIsolation(t *testing.T) {
+	for _, v := range views() {
+		t.Run(v.name, func(t *testing.T) { testIsolation(t, v) })
+	}
+}
+
+func testIsolation(t *testing.T, v view) {
 	canary := "canary-" + randomHex(t)
 	t.Setenv("CODES_SANDBOX_TEST_SECRET", canary)
 	rootCanary := filepath.Join("/root", ".codes-sandbox-canary-"+randomHex(t))
@@ -48,8 +55,8 @@ func TestIsolation(t *testing.T) {
 	}
 	t.Cleanup(func() { syscall.Close(leakFD) })
 
-	rt := newRuntime(t, Config{Capacity: 1})
-	info := newBox(t, rt, Options{})
+	rt := v.runtime(t, Config{Capacity: 1})
+	info := newBox(t, rt, v.options(t, Options{}))
 	id := info.ID
 
 	t.Run("OnlyStandardDescriptors", func(t *testing.T) {
@@ -106,16 +113,22 @@ func TestIsolation(t *testing.T) {
 		}
 	})
 	t.Run("NoHostFiles", func(t *testing.T) {
-		script := fmt.Sprintf("ls -a / ; for f in %s %s /root /home /run /var /etc/shadow /etc/ssh /etc/gitconfig /etc/machine-id /etc/environment /work; do test -e $f && echo VISIBLE $f; done; true",
-			rootCanary, filepath.Join(configDir, "token"))
-		out := shOK(t, rt, id, script)
+		paths := []string{rootCanary, filepath.Join(configDir, "token"), configDir, "/work", "/run/codes-sandbox"}
+		if v.image == nil {
+			// The image has its own /root, /home, /var and /etc/shadow.
+			paths = append(paths, "/root", "/home", "/run", "/var", "/etc/shadow", "/etc/ssh", "/etc/gitconfig", "/etc/machine-id", "/etc/environment")
+		}
+		out := shOK(t, rt, id, "ls -a / ; for f in "+strings.Join(paths, " ")+"; do test -e $f && echo VISIBLE $f; done; true")
 		if strings.Contains(out, "VISIBLE") {
 			t.Fatalf("host files visible:\n%s", out)
 		}
 		got := strings.Fields(out)
 		want := []string{".", "..", ".init", ".sandbox", "bin", "dev", "etc", "lib", "lib64", "proc", "sbin", "tmp", "usr", "workspace"}
+		if v.image != nil {
+			want = append([]string{".", "..", ".init", "workspace", "proc", "dev", "tmp"}, v.topLevel(t)...)
+		}
 		for _, name := range got {
-			if !slices.Contains(want, name) && !strings.HasPrefix(name, "lib") {
+			if !slices.Contains(want, name) && (v.image != nil || !strings.HasPrefix(name, "lib")) {
 				t.Errorf("unexpected top-level entry %q in %q", name, got)
 			}
 		}
@@ -164,6 +177,16 @@ func TestIsolation(t *testing.T) {
 		}
 	})
 	t.Run("ReadOnlyOS", func(t *testing.T) {
+		if v.image != nil {
+			// The image's root is the sandbox's to change: every write goes
+			// to its upper layer, in its tmpfs, and the image is untouched.
+			before := v.digest(t)
+			shOK(t, rt, id, "echo x > /usr/x && echo x > /etc/x && echo x >> /etc/passwd && echo x > /x && echo x > /bin/x")
+			if after := v.digest(t); after != before {
+				t.Error("a write in the sandbox changed the image")
+			}
+			return
+		}
 		for _, f := range []string{"/usr/x", "/etc/x", "/etc/passwd", "/x", "/bin/x"} {
 			if r := sh(t, rt, id, "echo x > "+f); r.ExitCode == 0 {
 				t.Errorf("%s is writable", f)
@@ -176,14 +199,18 @@ func TestIsolation(t *testing.T) {
 			{"sh", "-c", "true"}, {"awk", "BEGIN{print 1}"}, {"python3", "-c", "print(1)"},
 			{"perl", "-e", "print 1"}, {"git", "--version"}, {"curl", "--version"},
 		} {
-			if _, err := os.Stat(filepath.Join("/usr/bin", argv[0])); err != nil {
+			if _, err := os.Stat(filepath.Join(v.root(t), "usr/bin", argv[0])); err != nil {
 				continue
 			}
 			if r := run(t, rt, id, agentsandbox.ExecRequest{Argv: argv}); r.ExitCode != 0 {
 				t.Errorf("%q: exit %d: %s", argv, r.ExitCode, r.stderr)
 			}
 		}
-		if out := shOK(t, rt, id, "head -c 27 /etc/ssl/certs/ca-certificates.crt; echo; whoami; echo ~"); out != "-----BEGIN CERTIFICATE-----\nsandbox\n/workspace\n" {
+		user := "sandbox"
+		if v.image != nil {
+			user = "root"
+		}
+		if out := shOK(t, rt, id, "head -c 27 /etc/ssl/certs/ca-certificates.crt; echo; whoami; echo ~"); out != "-----BEGIN CERTIFICATE-----\n"+user+"\n/workspace\n" {
 			t.Errorf("user and home: %q", out)
 		}
 	})

@@ -109,13 +109,11 @@ func (r *Runtime) removeStale() {
 		if name == r.name {
 			continue
 		}
-		done, err := r.removeRuntime(name)
-		if err != nil {
+		switch outcome, err := r.removeRuntime(name); {
+		case err != nil:
 			r.log.Warn("cannot yet remove what a runtime that ended without closing left; retrying", "runtime", name, "err", err)
-		}
-		if !done {
 			left = append(left, name)
-		} else if err == nil {
+		case outcome == runtimeRemoved:
 			r.log.Warn("removed what a runtime that ended without closing left", "runtime", name)
 		}
 	}
@@ -124,29 +122,45 @@ func (r *Runtime) removeStale() {
 	r.mu.Unlock()
 }
 
-// removeRuntime removes the leftovers of runtime name when it is dead. done
-// is false only when it is dead and something of it is still there; a live
-// runtime (its lock is held) is left alone and reported done.
-func (r *Runtime) removeRuntime(name string) (done bool, err error) {
+// staleOutcome is what removeRuntime did with another runtime.
+type staleOutcome int
+
+const (
+	// runtimeAlive: its lock is held, so it was left alone.
+	runtimeAlive staleOutcome = iota
+	// runtimeRemoved: it was dead, and nothing of it is left.
+	runtimeRemoved
+	// runtimeLeft: it is dead, and something of it could not be removed
+	// yet (the error says what).
+	runtimeLeft
+)
+
+// removeRuntime removes the leftovers of runtime name when it is dead (its
+// lock is free): its mounts, wherever they are (every mount with a path
+// component of its name, so a runtime with another StateDir is found too),
+// its cgroups, its directory (where its lock records it: see recordDir;
+// else in this runtime's StateDir) and its lock. A live runtime is left
+// alone.
+func (r *Runtime) removeRuntime(name string) (staleOutcome, error) {
 	lockPath := filepath.Join(runtimeLockDir, name+".lock")
 	lock, err := lockFile(lockPath)
 	if err != nil {
-		return false, fmt.Errorf("lock %s: %w", lockPath, err)
+		return runtimeLeft, fmt.Errorf("lock %s: %w", lockPath, err)
 	}
 	if lock == nil {
-		return true, nil // alive
+		return runtimeAlive, nil
 	}
 	defer lock.Close()
-	dir := filepath.Join(r.cfg.StateDir, name)
+	dir := recordedDir(lock, name, r.cfg.StateDir)
 	if old, err := lockFile(filepath.Join(dir, "lock")); err == nil && old == nil {
-		return true, nil // alive: a runtime of an earlier version, whose lock is in its directory
+		return runtimeAlive, nil // a runtime of an earlier version, whose lock is in its directory
 	} else if old != nil {
 		old.Close()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), wipeTimeout)
 	defer cancel()
 	var errs []error
-	if err := unmountUnder(dir); err != nil {
+	if err := unmountNamed(name, dir); err != nil {
 		errs = append(errs, err)
 	}
 	if err := r.base.RemoveTree(ctx, name); err != nil {
@@ -158,12 +172,58 @@ func (r *Runtime) removeRuntime(name string) (done bool, err error) {
 		}
 	}
 	if len(errs) > 0 {
-		return false, errors.Join(errs...)
+		return runtimeLeft, errors.Join(errs...)
 	}
 	if err := os.Remove(lockPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return false, err
+		return runtimeLeft, err
 	}
-	return true, nil
+	return runtimeRemoved, nil
+}
+
+// recordDir writes a runtime's directory (absolute) into its lock file, for
+// a runtime that finds it dead to know where it was, whatever its own
+// StateDir.
+func recordDir(lock *os.File, dir string) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return fmt.Errorf("record the runtime's directory: %w", err)
+	}
+	if err := lock.Truncate(0); err != nil {
+		return fmt.Errorf("record the runtime's directory: %w", err)
+	}
+	if _, err := lock.WriteAt([]byte(abs+"\n"), 0); err != nil {
+		return fmt.Errorf("record the runtime's directory: %w", err)
+	}
+	return nil
+}
+
+// recordedDir is the directory the lock of runtime name records (see
+// recordDir): a clean absolute path whose last component is name. A lock
+// without one (a runtime of an earlier build) gives the directory of that
+// name in stateDir.
+func recordedDir(lock *os.File, name, stateDir string) string {
+	buf := make([]byte, 4096)
+	n, _ := lock.ReadAt(buf, 0)
+	dir := strings.TrimSuffix(string(buf[:n]), "\n")
+	if filepath.IsAbs(dir) && filepath.Clean(dir) == dir && filepath.Base(dir) == name {
+		return dir
+	}
+	return filepath.Join(stateDir, name)
+}
+
+// unmountNamed detaches every mount at or below dir and every mount whose
+// path has a component named name (a runtime's rt-… name, random enough to
+// be its own): those of a runtime whatever its state directory.
+func unmountNamed(name, dir string) error {
+	mounts, err := mountsUnder(dir)
+	if err != nil {
+		return fmt.Errorf("unmount %s: %w", dir, err)
+	}
+	named, err := mountsWith(name)
+	if err != nil {
+		return fmt.Errorf("unmount %s: %w", name, err)
+	}
+	return unmountAll(append(mounts, named...))
 }
 
 // retryBroken tries again to wipe the sandbox of every slot kept out of use,

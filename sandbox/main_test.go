@@ -36,7 +36,9 @@ func TestMain(m *testing.M) {
 	// starts, so that one-command sandboxes may start with prlimit (see
 	// inheritableDescriptors).
 	_ = unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC)
-	os.Exit(m.Run())
+	code := m.Run()
+	removeTestImages()
+	os.Exit(code)
 }
 
 // fakeBridge stands in for the egress bridge: it binds the privileged ports
@@ -117,7 +119,7 @@ func newBox(tb testing.TB, rt *Runtime, o Options) Info {
 		case <-time.After(testTimeout):
 			tb.Errorf("the wipe of %s did not finish", info.ID)
 		}
-		if rt.cfg.Pool > 0 {
+		if rt.cfg.poolSize() > 0 {
 			// The pool may already run the next sandbox as the same uid:
 			// look for this one's own processes, not the uid's.
 			for _, pid := range before {

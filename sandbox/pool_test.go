@@ -97,7 +97,7 @@ func memoryLimitFile(tb testing.TB, dir string) string {
 // the pool's: public with no rules of its own (it was attached with the
 // default policy), never one with a policy of its own.
 func TestPoolableEgress(t *testing.T) {
-	allow := agentsandbox.EgressPolicy{Mode: agentsandbox.EgressAllow, Allow: []string{"pypi.org"}}
+	allow := agentsandbox.EgressPolicy{Mode: agentsandbox.EgressAllow, Allow: agentsandbox.EgressHosts("pypi.org")}
 	deny := agentsandbox.EgressPolicy{Mode: agentsandbox.EgressPublic, Deny: []string{"evil.example"}}
 	for _, tc := range []struct {
 		name string
@@ -113,9 +113,15 @@ func TestPoolableEgress(t *testing.T) {
 		{"NoEgressFromEgressPool", Config{Pool: 1, PoolEgress: true}, Options{}, false},
 		{"SelfTest", Config{Pool: 1, PoolEgress: true}, Options{Egress: true, SelfTest: true}, false},
 		{"NoPool", Config{PoolEgress: true}, Options{Egress: true}, false},
+		{"Browser", Config{PoolBrowser: 1}, Options{Browser: true}, true},
+		{"BrowserEgress", Config{PoolBrowser: 1, PoolEgress: true}, Options{Browser: true, Egress: true}, true},
+		{"BrowserWithEnv", Config{PoolBrowser: 1}, Options{Browser: true, Env: map[string]string{"TZ": "UTC"}}, false},
+		{"PlainWithEnv", Config{Pool: 1}, Options{Env: map[string]string{"TZ": "UTC"}}, true},
+		{"BrowserAllowList", Config{PoolBrowser: 1, PoolEgress: true}, Options{Browser: true, Egress: true, EgressPolicy: allow}, false},
+		{"BrowserSelfTest", Config{PoolBrowser: 1}, Options{Browser: true, SelfTest: true}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := (&Runtime{cfg: tc.cfg}).poolable(tc.opts); got != tc.want {
+			if got := (&Runtime{core: &core{cfg: tc.cfg}}).poolable(tc.opts); got != tc.want {
 				t.Fatalf("poolable = %v, want %v", got, tc.want)
 			}
 		})

@@ -43,6 +43,9 @@ func streamName(kind byte) string {
 // the command could not start (its message says why).
 func (r *Runtime) Start(ctx context.Context, id string, req agentsandbox.ExecRequest) (Process, error) {
 	var p Process
+	if b, err := r.get(id); err == nil {
+		req.Env = b.withAddedEnv(req.Env)
+	}
 	if err := r.call(ctx, id, execRequest(control.OpStart, req), &p); err != nil {
 		return Process{}, fmt.Errorf("start: %w", err)
 	}
@@ -81,8 +84,8 @@ func (r *Runtime) Output(ctx context.Context, id string, pid int, follow bool, f
 }
 
 // Signal sends sig (TERM, KILL, INT, HUP, QUIT, USR1, USR2, STOP, CONT,
-// WINCH) to the command's process group. Errors: ErrNotFound, ErrNoProcess
-// (also for an ended one), ErrInvalid (an unknown signal).
+// WINCH) to the command's process group. Errors: ErrNotFound, ErrNoProcess,
+// ErrExited (the command has exited), ErrInvalid (an unknown signal).
 func (r *Runtime) Signal(ctx context.Context, id string, pid int, sig string) error {
 	if err := r.call(ctx, id, control.Request{Op: control.OpSignal, Pid: pid, Signal: sig}, nil); err != nil {
 		return fmt.Errorf("signal %d: %w", pid, err)
@@ -92,7 +95,8 @@ func (r *Runtime) Signal(ctx context.Context, id string, pid int, sig string) er
 
 // Stdin writes src to the command's stdin (its terminal's input), then,
 // when closeAfter, closes it (on a terminal: types the EOF character).
-// Errors: ErrNotFound, ErrNoProcess, reading src, ctx ended.
+// Errors: ErrNotFound, ErrNoProcess, ErrExited (the command has exited
+// before: nothing of src was written), reading src, ctx ended.
 func (r *Runtime) Stdin(ctx context.Context, id string, pid int, src io.Reader, closeAfter bool) error {
 	b, err := r.get(id)
 	if err != nil {

@@ -61,7 +61,9 @@ func TestBackgroundProcess(t *testing.T) {
 		err  error
 		want error
 	}{
-		{"SignalEnded", rt.Signal(ctx, id, srv.Pid, "TERM"), ErrNoProcess},
+		{"SignalEnded", rt.Signal(ctx, id, srv.Pid, "TERM"), ErrExited},
+		{"StdinEnded", rt.Stdin(ctx, id, srv.Pid, strings.NewReader("late\n"), true), ErrExited},
+		{"StdinUnknown", rt.Stdin(ctx, id, 99999, strings.NewReader("late\n"), true), ErrNoProcess},
 		{"SignalUnknown", rt.Signal(ctx, id, 99999, "TERM"), ErrNoProcess},
 		{"BadSignal", func() error {
 			p, _ := rt.Start(ctx, id, agentsandbox.ExecRequest{Argv: []string{"sleep", "30"}})

@@ -48,11 +48,21 @@ type directRun struct {
 // wipe's report. A command ended by a limit has a Reason: "time_box",
 // "memory" or "pids"; when ctx ends, the command is killed and Run returns
 // Reason "deleted" with ctx's error. Errors: ErrCapacity; an invalid option
-// (egress is not available to a one-command sandbox); a failed start. A
-// Close waits for Run to end.
-func (r *Runtime) Run(ctx context.Context, opts Options, argv []string, stdin io.Reader, stdout, stderr io.Writer) (agentsandbox.ExecResult, WipeReport, error) {
-	opts, err := resolve(opts)
+// (egress is not available to a one-command sandbox); ErrNoCommand, before
+// any sandbox starts, for a command the host can tell the sandbox has not
+// (see commandView.find); a failed start. A Close waits for Run to end.
+// Like Create, it calls opts.Image's Release exactly once.
+func (r *Runtime) Run(ctx context.Context, opts Options, argv []string, stdin io.Reader, stdout, stderr io.Writer) (_ agentsandbox.ExecResult, _ WipeReport, err error) {
+	opts.Image = opts.Image.once()
+	defer func() {
+		if err != nil {
+			opts.Image.release()
+		}
+	}()
+	opts, err = resolve(opts)
 	switch {
+	case opts.Image != nil && !r.initStatic:
+		return agentsandbox.ExecResult{}, WipeReport{}, fmt.Errorf("run: %w: %s", ErrNoImages, r.ImageProblems()[0])
 	case err != nil:
 		return agentsandbox.ExecResult{}, WipeReport{}, fmt.Errorf("run: %w", err)
 	case opts.Egress:
@@ -64,15 +74,28 @@ func (r *Runtime) Run(ctx context.Context, opts Options, argv []string, stdin io
 	case len(r.LimitProblems()) > 0:
 		return agentsandbox.ExecResult{}, WipeReport{}, fmt.Errorf("run: %w: %s", ErrLimits, strings.Join(r.LimitProblems(), "; "))
 	}
-	b, err := r.claim(opts)
-	if err != nil {
-		return agentsandbox.ExecResult{}, WipeReport{}, err
-	}
 	pathEnv, ok := opts.Env["PATH"]
 	if !ok {
 		pathEnv = baseEnv()["PATH"]
 	}
-	b.direct = &directRun{argv: argv, stdin: stdin, stdout: stdout, stderr: stderr, first: r.firstProcess(argv, pathEnv)}
+	// In an image the host cannot see what the command is: the init's shim
+	// looks it up inside.
+	first := firstShim
+	if opts.Image == nil {
+		found := r.view.find(argv[0], pathEnv)
+		if found == commandMissing {
+			if strings.Contains(argv[0], "/") {
+				return agentsandbox.ExecResult{}, WipeReport{}, fmt.Errorf("run: %s: %w (no such file in the sandbox)", argv[0], ErrNoCommand)
+			}
+			return agentsandbox.ExecResult{}, WipeReport{}, fmt.Errorf("run: %s: %w (looked for in the sandbox's PATH, %s)", argv[0], ErrNoCommand, pathEnv)
+		}
+		first = r.firstProcess(found)
+	}
+	b, err := r.claim(opts)
+	if err != nil {
+		return agentsandbox.ExecResult{}, WipeReport{}, err
+	}
+	b.direct = &directRun{argv: argv, stdin: stdin, stdout: stdout, stderr: stderr, first: first}
 	sctx, cancel := context.WithTimeout(ctx, startTimeout)
 	err = r.start(sctx, b)
 	cancel()

@@ -73,7 +73,8 @@ func TestRun(t *testing.T) {
 // bubblewrap holds it; util-linux's prlimit; the init's shim where the host
 // has neither), sees no descriptor of the runtime's, and a command that
 // cannot be run exits as a shell's would (such a command never starts as
-// itself: in the "command" way it goes through the shim).
+// itself: in the "command" way it goes through the shim); a command the
+// host's view finds missing is ErrNoCommand, before any sandbox starts.
 func TestRunCapsLimits(t *testing.T) {
 	for _, way := range []string{"command", "prlimit", "init-shim"} {
 		t.Run(way, func(t *testing.T) {
@@ -96,16 +97,24 @@ func TestRunCapsLimits(t *testing.T) {
 				argv     []string
 				wantCode int
 				wantOut  string
+				wantErr  error
 			}{
-				{"FirstProcess", []string{"sh", "-c", "test -e /.init && echo init-shim || echo no-init"}, 0, first + "\n"},
-				{"Limits", []string{"sh", "-c", "ulimit -n; ulimit -Hn; ulimit -c; ulimit -n 301 2>/dev/null || echo refused"}, 0, "300\n300\n0\nrefused\n"},
-				{"Descriptors", []string{"ls", "/proc/self/fd"}, 0, "0\n1\n2\n3\n"},
-				{"NotFound", []string{"no-such-command"}, 127, ""},
-				{"NotExecutable", []string{"/workspace"}, 126, ""},
+				{"FirstProcess", []string{"sh", "-c", "test -e /.init && echo init-shim || echo no-init"}, 0, first + "\n", nil},
+				{"Limits", []string{"sh", "-c", "ulimit -n; ulimit -Hn; ulimit -c; ulimit -n 301 2>/dev/null || echo refused"}, 0, "300\n300\n0\nrefused\n", nil},
+				{"Descriptors", []string{"ls", "/proc/self/fd"}, 0, "0\n1\n2\n3\n", nil},
+				{"NotFound", []string{"./no-such-command"}, 127, "", nil},
+				{"NotExecutable", []string{"/workspace"}, 126, "", nil},
+				{"NotInView", []string{"no-such-command"}, 127, "", map[string]error{"command": ErrNoCommand}[way]},
 			} {
 				t.Run(tc.name, func(t *testing.T) {
 					var out, errOut bytes.Buffer
 					res, rep, err := rt.Run(context.Background(), Options{}, tc.argv, nil, &out, &errOut)
+					if tc.wantErr != nil {
+						if !errors.Is(err, tc.wantErr) || rep.Verified || len(rep.Leftovers) > 0 {
+							t.Fatalf("err %v, wipe %+v; want %v before any sandbox", err, rep, tc.wantErr)
+						}
+						return
+					}
 					if err != nil {
 						t.Fatal(err)
 					}

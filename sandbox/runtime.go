@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -62,6 +63,11 @@ type Config struct {
 	// every sandbox process (default DefaultMaxOpenFiles). A sandbox holds at
 	// most Pids × MaxOpenFiles open files of the host's table.
 	MaxOpenFiles int
+	// ControlTimeout bounds how long a call waits on a sandbox's init
+	// without hearing from it before it pings the init, and how long the
+	// ping waits (default DefaultControlTimeout): an init that does not
+	// answer it marks its sandbox broken (ErrBroken, Info.Broken).
+	ControlTimeout time.Duration
 	// MaxPtys is how many pseudo-terminals one sandbox may hold at once, in
 	// its own devpts instance (default DefaultMaxPtys).
 	MaxPtys int
@@ -78,6 +84,15 @@ type Config struct {
 	// PoolEgress starts the pooled sandboxes with egress; only a Create with
 	// the same Egress takes one.
 	PoolEgress bool
+	// PoolImages are pools of image sandboxes, beside Pool (all the pools
+	// together at most Capacity): a Create of an image with the same
+	// digest takes one of its sandboxes.
+	PoolImages []PoolImage
+	// PoolBrowser is how many browser sandboxes to keep started ahead,
+	// beside Pool and PoolImages (all together at most Capacity), each with
+	// its Chromium already started and answering (see pool.go); it needs
+	// Browser.
+	PoolBrowser int
 	// CgroupParent is where the sandboxes' cgroups go, below each cgroup
 	// mount ("codes-sandbox"; several levels allowed). Empty: on cgroup v2
 	// in a systemd service, below the service's own (delegated) cgroup,
@@ -88,6 +103,11 @@ type Config struct {
 	// whose every slot is busy can still prove its facts. Without it such
 	// sandboxes take an ordinary slot.
 	SelfTestSlot bool
+	// HostProblems say why this host cannot run sandboxes (see packages
+	// hostcheck and hostprep), each with its fix: while there are any,
+	// Create fails with ErrHost naming them and the pool stays empty,
+	// instead of bubblewrap failing with a message of its own.
+	HostProblems []string
 	// OnWipe, when set, is called after every wipe (a pooled sandbox's and a
 	// failed start's included) with why the sandbox ended and the report;
 	// it must return quickly (the worker counts wipes and their failures).
@@ -101,16 +121,34 @@ type Config struct {
 
 // Runtime owns the slots of one worker and the sandboxes in them. It is safe
 // for concurrent use.
+//
+// The self-test's sandboxes are kept apart: only the self-test's view of
+// the runtime (SelfTest) creates them, finds them by id and lists them; the
+// runtime itself, which the API serves, never does, nor counts them in
+// Active. A client that deletes every sandbox it lists cannot touch the
+// self-test's probes.
 type Runtime struct {
-	cfg     Config
-	base    *cgroup.Hierarchy // the cgroup parent every runtime shares
-	cg      *cgroup.Hierarchy // this runtime's own directory below base
-	seccomp []byte
-	name    string   // rt-<random>: this runtime's directory and cgroup name
-	dir     string   // this runtime's directory under StateDir
-	dirLock *os.File // held while the runtime lives (see removeStale)
-	init    string   // the copied init binary
-	prlimit string   // what sets a one-command sandbox's limits (findPrlimit); "": the init's shim
+	*core
+	// selfTest is set on the self-test's view (SelfTest): it sees only the
+	// sandboxes created with Options.SelfTest, the runtime only the others.
+	selfTest bool
+}
+
+// core is the state a runtime and its self-test's view share.
+type core struct {
+	cfg Config
+	// oomUnset is set once the kernel refused a sandbox's oom_score_adj
+	// (the worker lacks CAP_DAC_OVERRIDE or CAP_SYS_RESOURCE), so that the
+	// warning is logged once.
+	oomUnset atomic.Bool
+	base     *cgroup.Hierarchy // the cgroup parent every runtime shares
+	cg       *cgroup.Hierarchy // this runtime's own directory below base
+	seccomp  []byte
+	name     string   // rt-<random>: this runtime's directory and cgroup name
+	dir      string   // this runtime's directory under StateDir
+	dirLock  *os.File // held while the runtime lives (see removeStale)
+	init     string   // the copied init binary
+	prlimit  string   // what sets a one-command sandbox's limits (findPrlimit); "": the init's shim
 	// view is what the host sees of a one-command sandbox's files as they
 	// will be (see Runtime.firstProcess); the zero view in tests that
 	// start every such sandbox with prlimit or the shim.
@@ -119,8 +157,20 @@ type Runtime struct {
 	// etcBinds are the host /etc directories bound over it (etcBinds).
 	etcBinds []string
 	etcLock  *os.File // shared lock on etcDir, held while the runtime lives
+	// initBind and etcBind are the host paths sandboxes bind the init and
+	// /etc from: through the runtime's read-only views (mountViews), or
+	// init and etcDir themselves on a host that refuses those.
+	initBind, etcBind string
+	// procMask is what sandboxes' /proc hides, decided once from the
+	// host's (hostProcMask).
+	procMask ProcMask
 	links    map[string]string
 	log      *slog.Logger
+	// initStatic says whether the init binary needs no dynamic loader, as
+	// an image's root may have none (image sandboxes need it).
+	initStatic bool
+	// idmaps are the user namespaces of image sandboxes' idmapped layers.
+	idmaps idmaps
 	// janitor is woken (non-blocking send) when there is something to
 	// clean up: a dead runtime's leftovers, a slot whose wipe failed.
 	janitor     chan struct{}
@@ -133,11 +183,14 @@ type Runtime struct {
 	mu           sync.Mutex
 	pool         []*sandboxState // started ahead, never used
 	poolStarting int             // pooled sandboxes being started
-	poolChanged  chan struct{}   // closed (and replaced) when poolStarting falls
-	slots        []*slot         // Capacity slots for Create and Run, then the self-test's
-	boxes        map[string]*sandboxState
-	stale        []string // names of dead runtimes whose leftovers are not all gone
-	closed       bool
+	// poolStartingOf counts them per pool (-1: the host's view's, else an
+	// index of Config.PoolImages).
+	poolStartingOf map[int]int
+	poolChanged    chan struct{} // closed (and replaced) when poolStarting falls
+	slots          []*slot       // Capacity slots for Create and Run, then the self-test's
+	boxes          map[string]*sandboxState
+	stale          []string // names of dead runtimes whose leftovers are not all gone
+	closed         bool
 }
 
 // slot is one uid a sandbox can run as.
@@ -162,6 +215,9 @@ func NewRuntime(cfg Config) (*Runtime, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
+	if len(cfg.HostProblems) > 0 {
+		cfg.Pool, cfg.PoolImages, cfg.PoolBrowser = 0, nil, 0 // nothing can start ahead
+	}
 	if os.Geteuid() != 0 {
 		return nil, errors.New("new runtime: must run as root (sandboxes use per-slot host uids and cgroups)")
 	}
@@ -176,14 +232,16 @@ func NewRuntime(cfg Config) (*Runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("new runtime: %w", err)
 	}
-	prog, err := seccomp.Program()
+	// cgroup v1 charges TCP's socket buffers (memory.kmem.tcp) but no
+	// other inet socket's: there the filter refuses those.
+	prog, err := seccomp.Program(seccomp.Options{TCPOnlyInet: base.Version() == 1})
 	if err != nil {
 		return nil, fmt.Errorf("new runtime: %w", err)
 	}
-	r := &Runtime{cfg: cfg, base: base, seccomp: prog, prlimit: findPrlimit(prlimitPath), log: cfg.Logger, boxes: map[string]*sandboxState{},
+	r := &Runtime{core: &core{cfg: cfg, base: base, seccomp: prog, prlimit: findPrlimit(prlimitPath), log: cfg.Logger, boxes: map[string]*sandboxState{},
 		janitor: make(chan struct{}, 1), janitorDone: make(chan struct{}),
 		poolWake: make(chan struct{}, 1), poolStop: make(chan struct{}), poolDone: make(chan struct{}),
-		poolChanged: make(chan struct{})}
+		poolChanged: make(chan struct{}), poolStartingOf: map[int]int{}}}
 	err = r.prepareDir()
 	if n := len(r.boxPath("0123456789abcdef0123") + "/egress.sock"); err == nil && n >= maxSocketPath {
 		err = fmt.Errorf("state dir %s is too long for unix socket paths", r.cfg.StateDir)
@@ -198,6 +256,7 @@ func NewRuntime(cfg Config) (*Runtime, error) {
 	if err != nil {
 		r.releaseSlots()
 		if r.dir != "" {
+			_ = unmountUnder(r.dir)
 			_ = removeOwnTree(r.dir)
 		}
 		if r.etcLock != nil {
@@ -209,7 +268,7 @@ func NewRuntime(cfg Config) (*Runtime, error) {
 		return nil, fmt.Errorf("new runtime: %w", err)
 	}
 	go r.runJanitor()
-	if cfg.Pool > 0 {
+	if cfg.poolSize() > 0 {
 		go r.runPool()
 		r.wakePool()
 	}
@@ -252,11 +311,32 @@ func (c *Config) defaults() error {
 	if c.MaxOpenFiles == 0 {
 		c.MaxOpenFiles = DefaultMaxOpenFiles
 	}
+	if c.ControlTimeout == 0 {
+		c.ControlTimeout = DefaultControlTimeout
+	}
+	if c.ControlTimeout < 0 {
+		return fmt.Errorf("new runtime: control timeout %v is negative", c.ControlTimeout)
+	}
 	if c.MaxOpenFiles < 64 || c.MaxOpenFiles > 1<<20 {
 		return fmt.Errorf("new runtime: max open files %d is not in 64..%d", c.MaxOpenFiles, 1<<20)
 	}
 	if c.Pool < 0 || c.Pool > c.Capacity {
 		return fmt.Errorf("new runtime: pool %d is not in 0..%d (the capacity)", c.Pool, c.Capacity)
+	}
+	for _, p := range c.PoolImages {
+		if p.N < 0 || p.Acquire == nil {
+			return fmt.Errorf("new runtime: the pool of image %s has %d sandboxes or no way to acquire it", p.Ref, p.N)
+		}
+	}
+	if c.PoolBrowser < 0 || c.PoolBrowser > c.Capacity {
+		return fmt.Errorf("new runtime: browser pool %d is not in 0..%d (the capacity)", c.PoolBrowser, c.Capacity)
+	}
+	if c.PoolBrowser > 0 && c.Browser == "" {
+		return fmt.Errorf("new runtime: a browser pool of %d needs Config.Browser (Chromium's binary); give it or a browser pool of 0", c.PoolBrowser)
+	}
+	if n := c.poolSize(); n > c.Capacity {
+		return fmt.Errorf("new runtime: the pools hold %d sandboxes (%d + %d browser + %d of images), more than the capacity (%d)",
+			n, c.Pool, c.PoolBrowser, n-c.Pool-c.PoolBrowser, c.Capacity)
 	}
 	if c.MaxPtys == 0 {
 		c.MaxPtys = DefaultMaxPtys
@@ -280,15 +360,26 @@ func (c *Config) defaults() error {
 // slot is not counted).
 func (r *Runtime) Capacity() int { return r.cfg.Capacity }
 
+// SelfTest returns the self-test's view of the runtime: its Create puts
+// every sandbox in the self-test's slot (Config.SelfTestSlot) as
+// Options.SelfTest does, and only this view finds those sandboxes by id
+// (Exec, Delete, HostPids, Browser…) or lists them. Its Capacity, Active,
+// Broken and Close are the runtime's.
+func (r *Runtime) SelfTest() *Runtime { return &Runtime{core: r.core, selfTest: true} }
+
+// sees reports whether sandbox b belongs to this view (see SelfTest).
+func (r *Runtime) sees(b *sandboxState) bool { return b.opts.SelfTest == r.selfTest }
+
 // Active is the number of slots for Create and Run in use: running
 // sandboxes, sandboxes being wiped, and slots kept out of use by an
-// unverified wipe (see Broken).
+// unverified wipe (see Broken). The self-test's sandboxes are not counted,
+// whichever slot they are in.
 func (r *Runtime) Active() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	n := 0
 	for _, s := range r.slots {
-		if s.current != nil && !s.selfTest && !s.current.pooled {
+		if s.current != nil && !s.selfTest && !s.current.pooled && !s.current.opts.SelfTest {
 			n++
 		}
 	}
@@ -302,12 +393,17 @@ func (r *Runtime) Pooled() int {
 	return len(r.pool)
 }
 
-// List describes the running sandboxes, oldest first.
+// List describes the running sandboxes of this view (see SelfTest),
+// oldest first.
 func (r *Runtime) List() []Info {
 	r.mu.Lock()
 	out := make([]Info, 0, len(r.boxes))
 	for _, b := range r.boxes {
-		out = append(out, b.info)
+		if r.sees(b) {
+			in := b.info
+			in.Broken = b.brokenErr() != nil
+			out = append(out, in)
+		}
 	}
 	r.mu.Unlock()
 	slices.SortFunc(out, func(a, b Info) int { return a.CreatedAt.Compare(b.CreatedAt) })
@@ -330,6 +426,20 @@ func (r *Runtime) Broken() []string {
 			}
 			out = append(out, fmt.Sprintf("%s (uid %d) is out of use: its wipe could not be verified (%s)", name, s.uid, s.broken))
 		}
+	}
+	return out
+}
+
+// ImageProblems says what image sandboxes cannot do on this host (an init
+// that is not static, a kernel without idmapped mounts); empty when they can
+// do everything.
+func (r *Runtime) ImageProblems() []string {
+	var out []string
+	if !r.initStatic {
+		out = append(out, fmt.Sprintf("the init binary %s is not statically linked: image sandboxes cannot start (use codes-sandbox-init as the packages ship it)", r.cfg.InitBinary))
+	}
+	if p := r.idmaps.problem(); p != "" {
+		out = append(out, p)
 	}
 	return out
 }
@@ -359,11 +469,13 @@ func (r *Runtime) HostPids(id string) ([]int, error) {
 	return pids, nil
 }
 
+// get returns sandbox id of this view (see SelfTest); ErrNotFound for
+// another view's.
 func (r *Runtime) get(id string) (*sandboxState, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	b, ok := r.boxes[id]
-	if !ok {
+	if !ok || !r.sees(b) {
 		return nil, ErrNotFound
 	}
 	return b, nil
@@ -387,12 +499,11 @@ func (r *Runtime) Close() error {
 	}
 	r.mu.Unlock()
 	var errs []error
-	for _, id := range ids {
-		rep, err := r.Delete(context.Background(), id)
-		if err != nil && !errors.Is(err, ErrNotFound) {
-			errs = append(errs, err)
-		} else if err == nil && !rep.Verified {
-			errs = append(errs, fmt.Errorf("close: wipe of %s not verified: %v", id, rep.Leftovers))
+	for _, id := range ids { // both views' sandboxes
+		if b, ok := r.takeBox(id); ok {
+			if rep := r.wipe(b, "deleted"); !rep.Verified {
+				errs = append(errs, fmt.Errorf("close: wipe of %s not verified: %v", id, rep.Leftovers))
+			}
 		}
 	}
 	errs = append(errs, r.drainPool()...)
@@ -406,10 +517,13 @@ func (r *Runtime) Close() error {
 		if err := r.removeOwnCgroups(); err != nil {
 			errs = append(errs, fmt.Errorf("close: %w", err))
 		}
-		if err := removeOwnTree(r.dir); err != nil {
+		if err := unmountViews(r.dir); err != nil {
+			errs = append(errs, fmt.Errorf("close: %w", err))
+		} else if err := removeOwnTree(r.dir); err != nil {
 			errs = append(errs, fmt.Errorf("close: %w", err))
 		}
 	}
+	r.idmaps.close()
 	r.etcLock.Close()
 	if err := removeUnusedEtc(r.cfg.StateDir, r.name, r.etcDir); err != nil {
 		r.log.Warn("cannot remove the /etc copies no runtime uses; the next runtime tries again", "err", err)

@@ -63,6 +63,11 @@ func (r *Runtime) start(ctx context.Context, b *sandboxState) error {
 		return err
 	}
 	b.dirMade = true
+	if o.Image != nil {
+		if err := r.mountImageRoot(b); err != nil {
+			return err
+		}
+	}
 	g, err := r.createGroup(b, cgroup.Limits{
 		MemoryBytes: int64(o.Limits.MemoryMB) << 20,
 		Pids:        o.Limits.Pids,
@@ -88,8 +93,16 @@ func (r *Runtime) start(ctx context.Context, b *sandboxState) error {
 		b.control = ctl.Path
 		initFiles = append(initFiles, ctl.Listener)
 		if o.Egress {
-			sock, detach, err := r.cfg.Egress.Attach(ctx, b.id, filepath.Join(b.dir, "egress.sock"), b.slot.uid,
-				AttachOptions{Policy: o.EgressPolicy})
+			ao := AttachOptions{Policy: o.EgressPolicy}
+			if len(o.Secrets) > 0 || len(o.EgressPolicy.RuleHosts()) > 0 {
+				st, err := r.setupSecrets(b)
+				if err != nil {
+					return err
+				}
+				b.secretEnv, ao.Secrets, ao.CA, ao.Canary = st.env, st.secrets, st.ca, o.EgressCanary
+				b.secrets, b.caDomains = st.secrets, st.ca.Leaf.PermittedDNSDomains
+			}
+			sock, detach, err := r.cfg.Egress.Attach(ctx, b.id, filepath.Join(b.dir, "egress.sock"), b.slot.uid, ao)
 			if err != nil {
 				return fmt.Errorf("attach egress: %w", err)
 			}
@@ -130,7 +143,7 @@ func (r *Runtime) start(ctx context.Context, b *sandboxState) error {
 // directory again just after the last wipe removed it cost a create about
 // a millisecond.)
 func (r *Runtime) createGroup(b *sandboxState, l cgroup.Limits) (*cgroup.Group, error) {
-	if b.direct != nil && r.cfg.Capacity == 1 && !r.cfg.SelfTestSlot && r.cfg.Pool == 0 {
+	if b.direct != nil && r.cfg.Capacity == 1 && !r.cfg.SelfTestSlot && r.cfg.poolSize() == 0 {
 		return r.base.Create(r.name, l)
 	}
 	return r.cg.Create(b.id, l)
@@ -138,7 +151,7 @@ func (r *Runtime) createGroup(b *sandboxState, l cgroup.Limits) (*cgroup.Group, 
 
 // enter reads the sandbox's pid from bubblewrap's info, moves bubblewrap and
 // the sandbox into the cgroup when they were not born in it (see launch),
-// opens the low ports when the sandbox has egress, and tells the init to go
+// gives both the sandbox's oom_score_adj (setOOMScoreAdj), opens the low ports when the sandbox has egress, and tells the init to go
 // on; in a one-command sandbox that starts as its command, it first sets
 // the command's limits (capLimits). The init (or, in a one-command sandbox,
 // bubblewrap before it becomes the command or prlimit, or the init's
@@ -172,6 +185,19 @@ func (r *Runtime) enter(ctx context.Context, b *sandboxState, p *launchPipes) er
 				return fmt.Errorf("start sandbox: %w", err)
 			}
 		}
+	}
+	if err := setOOMScoreAdj(b.cmd.Process.Pid, st.ChildPid); errors.Is(err, syscall.ESRCH) {
+		return startError(ctx, b, fmt.Errorf("start sandbox: %w: %w", err, io.EOF))
+	} else if errors.Is(err, os.ErrPermission) {
+		// A worker without CAP_DAC_OVERRIDE (a container's least
+		// privilege) may not write another uid's oom_score_adj: its
+		// sandboxes keep the default score.
+		if r.oomUnset.CompareAndSwap(false, true) {
+			r.log.Warn("cannot give sandboxes oom_score_adj 1000 (the worker needs CAP_DAC_OVERRIDE and CAP_SYS_RESOURCE): "+
+				"under host memory pressure the kernel chooses among all processes by size alone", "err", err.Error())
+		}
+	} else if err != nil {
+		return fmt.Errorf("start sandbox: %w", err)
 	}
 	if b.opts.Egress {
 		if err := openLowPorts(st.ChildPid); err != nil {
@@ -274,7 +300,16 @@ func (r *Runtime) launch(b *sandboxState, initFiles []*os.File) (*launchPipes, e
 	var initSpecJSON []byte
 	if b.direct == nil {
 		var err error
-		if initSpecJSON, err = json.Marshal(control.InitSpec{Env: b.opts.Env, Egress: b.opts.Egress, MaxOpenFiles: r.cfg.MaxOpenFiles}); err != nil {
+		env := b.opts.Env
+		if len(b.secretEnv) > 0 {
+			env = maps.Clone(b.secretEnv)
+			maps.Copy(env, b.opts.Env)
+		}
+		is := control.InitSpec{Env: env, Egress: b.opts.Egress, MaxOpenFiles: r.cfg.MaxOpenFiles}
+		if b.opts.Image != nil {
+			is.Cwd = b.opts.Image.WorkingDir
+		}
+		if initSpecJSON, err = json.Marshal(is); err != nil {
 			return nil, fmt.Errorf("start sandbox: encode init spec: %w", err)
 		}
 	}
@@ -350,7 +385,7 @@ func (r *Runtime) launch(b *sandboxState, initFiles []*os.File) (*launchPipes, e
 // bwrapSpec resolves b's options into the bubblewrap spec.
 func (r *Runtime) bwrapSpec(b *sandboxState) BwrapSpec {
 	spec := BwrapSpec{
-		EtcDir:      r.etcDir,
+		EtcDir:      r.etcBind,
 		EtcBinds:    r.etcBinds,
 		UsrLinks:    r.links,
 		WritableDir: filepath.Join(b.dir, boxFS),
@@ -359,8 +394,19 @@ func (r *Runtime) bwrapSpec(b *sandboxState) BwrapSpec {
 		Env:         baseEnv(),
 		SeccompFD:   fdSeccomp,
 		InfoFD:      fdInfo,
+		CABundle:    b.caBundle,
+		ProcMask:    r.procMask,
+		BootID:      filepath.Join(b.dir, boxBootID),
 	}
-	spec.InitBinary, spec.InitArgs = r.init, []string{control.InitMarker}
+	spec.InitBinary, spec.InitArgs = r.initBind, []string{control.InitMarker}
+	if img := b.opts.Image; img != nil {
+		spec.Root = filepath.Join(b.dir, boxFS, boxRoot)
+		spec.UID, spec.GID = img.UID, img.GID
+		spec.Env = imageEnv(img)
+		if b.caBundle != "" {
+			spec.CABundleAlso = imageCABundles(spec.Root)
+		}
+	}
 	if b.direct == nil {
 		return spec
 	}

@@ -19,7 +19,7 @@ func (r *Runtime) prepareDir() error {
 	if err := ensureTraversable(r.cfg.StateDir); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(runtimeLockDir, 0o700); err != nil {
+	if err := makeLockDir(runtimeLockDir); err != nil {
 		return fmt.Errorf("state dir: %w", err)
 	}
 	r.removeStale()
@@ -33,6 +33,9 @@ func (r *Runtime) prepareDir() error {
 	}
 	r.dirLock = lock
 	r.dir = filepath.Join(r.cfg.StateDir, r.name)
+	if err := recordDir(lock, r.dir); err != nil {
+		return fmt.Errorf("state dir: %w", err)
+	}
 	if err := os.Mkdir(r.dir, 0o755); err != nil {
 		return fmt.Errorf("state dir: %w", err)
 	}
@@ -42,10 +45,14 @@ func (r *Runtime) prepareDir() error {
 	if r.cg, err = r.base.Sub(r.name); err != nil {
 		return err
 	}
-	r.init = filepath.Join(r.dir, "init")
+	if err := os.Mkdir(filepath.Join(r.dir, viewInitDir), 0o755); err != nil {
+		return fmt.Errorf("state dir: %w", err)
+	}
+	r.init = filepath.Join(r.dir, viewInitDir, "init")
 	if err := installInit(r.cfg.StateDir, r.cfg.InitBinary, r.init); err != nil {
 		return err
 	}
+	r.initStatic = isStatic(r.init)
 	r.etcBinds = etcBinds("/etc")
 	if r.etcDir, r.etcLock, err = buildEtc(r.cfg.StateDir, "/etc", r.etcBinds); err != nil {
 		return err
@@ -56,6 +63,16 @@ func (r *Runtime) prepareDir() error {
 	if err := removeUnusedEtc(r.cfg.StateDir, r.name, r.etcDir); err != nil {
 		r.log.Warn("cannot remove the /etc copies no runtime uses; the next runtime tries again", "err", err)
 	}
+	r.initBind, r.etcBind, err = mountViews(r.dir, filepath.Dir(r.init), r.etcDir)
+	if err != nil {
+		// A host that refuses overlays (a container without the right to
+		// mount them) still runs sandboxes; their mount table names the
+		// state dir and the runtime.
+		r.log.Warn("sandboxes' /proc/self/mountinfo shows the state dir: "+
+			"they bind the init binary and /etc from it, not through read-only overlays", "err", err.Error())
+		r.initBind, r.etcBind = r.init, r.etcDir
+	}
+	r.procMask = hostProcMask("/proc")
 	r.links = usrLinks("/")
 	r.view = commandView{root: "/", links: r.links, etcBinds: r.etcBinds}
 	return nil
@@ -116,13 +133,24 @@ const (
 	runtimeLockDir = DefaultStateDir + "/runtimes"
 )
 
+// makeLockDir makes dir (0700) under DefaultStateDir, making
+// DefaultStateDir itself 0755 first when it is missing: a runtime with
+// another StateDir must not leave the default one untraversable by the
+// sandbox uids (MkdirAll would give it the lock directory's 0700).
+func makeLockDir(dir string) error {
+	if err := os.MkdirAll(DefaultStateDir, 0o755); err != nil {
+		return err
+	}
+	return os.MkdirAll(dir, 0o700)
+}
+
 // reserveSlots finds one free host uid per slot, and one for the
 // self-test's slot when the config keeps one: a uid whose lock file under
 // uidLockDir this process can lock and that owns no process (busy: one scan
 // of /proc, processOwners, serves every slot).
 func (r *Runtime) reserveSlots(busy map[int]bool) error {
 	lockDir := uidLockDir
-	if err := os.MkdirAll(lockDir, 0o700); err != nil {
+	if err := makeLockDir(lockDir); err != nil {
 		return fmt.Errorf("reserve uids: %w", err)
 	}
 	n := r.cfg.Capacity

@@ -38,12 +38,28 @@ type Options struct {
 	EgressPolicy agentsandbox.EgressPolicy
 	// SelfTest runs the sandbox in the runtime's slot kept for the
 	// self-test, so that a busy worker can still prove its facts; no other
-	// sandbox ever uses that slot.
+	// sandbox ever uses that slot. Only the self-test's view of the runtime
+	// (Runtime.SelfTest) makes, finds and lists such sandboxes; its Create
+	// sets SelfTest.
 	SelfTest bool
 	// Browser gives the sandbox a headless browser (Runtime.Browser): the
 	// runtime must have Config.Browser, and the limits must hold it
 	// (agentsandbox.Limits.CheckBrowser).
 	Browser bool
+	// Secrets are credentials the sandbox may use but never read (with
+	// Egress): its commands' environment gets a placeholder per name, and
+	// the egress proxy puts the value in place of it only in requests to
+	// the secret's hosts, through a CA of the sandbox's own that its trust
+	// bundle holds.
+	Secrets map[string]agentsandbox.Secret
+	// EgressCanary is the self-test's TLS canary for its probe secret's
+	// host (see agentsandbox.EgressCanary), passed to the attacher: only a
+	// SelfTest sandbox with Secrets may have one.
+	EgressCanary *agentsandbox.EgressCanary
+	// Image, when set, is the sandbox's root instead of the host's view
+	// (see RootImage); Create calls its Release exactly once, whatever
+	// happens. A browser sandbox cannot have one.
+	Image *RootImage
 }
 
 // Info describes a running sandbox.
@@ -60,8 +76,18 @@ type Info struct {
 	Egress bool `json:"egress"`
 	// EgressPolicy is the policy it was attached with (with Egress).
 	EgressPolicy agentsandbox.EgressPolicy `json:"egress_policy"`
+	// Secrets are the names of its secrets and their hosts (never the
+	// values).
+	Secrets map[string][]string `json:"secrets,omitempty"`
 	// Browser says whether the sandbox has a headless browser.
 	Browser bool `json:"browser"`
+	// Image and ImageDigest name the image the sandbox runs on (empty: the
+	// host's view).
+	Image       string `json:"image,omitempty"`
+	ImageDigest string `json:"image_digest,omitempty"`
+	// Broken says the sandbox's init stopped answering: every call but
+	// Delete fails with ErrBroken.
+	Broken bool `json:"broken,omitempty"`
 }
 
 // WipeReport says what the wipe removed and whether it verified that nothing
@@ -81,8 +107,15 @@ var (
 	// ErrLimits is returned by Create while the runtime cannot enforce its
 	// sandboxes' limits (see Runtime.LimitProblems).
 	ErrLimits = errors.New("sandbox: limits cannot be enforced")
+	// ErrHost is returned by Create while the host cannot run sandboxes
+	// (see Config.HostProblems); the error names each problem and its fix.
+	ErrHost = errors.New("sandbox: this host cannot run sandboxes")
 	// ErrNotFound is returned for an unknown or already wiped sandbox.
 	ErrNotFound = errors.New("sandbox: no such sandbox")
+	// ErrBroken is returned by every call to a sandbox's init once the init
+	// stopped answering within Config.ControlTimeout (see Info.Broken):
+	// delete the sandbox.
+	ErrBroken = errors.New("sandbox: its init does not answer; delete it")
 	// ErrPath is returned for a file path that leaves the workspace.
 	ErrPath = control.ErrPath
 	// ErrNoSpace is returned for a write past the workspace's size or inode
@@ -93,8 +126,14 @@ var (
 	// ErrNotDir is returned when a part of a path is not a directory.
 	ErrNotDir = errors.New("sandbox: not a directory")
 	// ErrNoProcess is returned for a pid that is not one of the sandbox's
-	// commands, or one that has ended (for a signal).
+	// commands.
 	ErrNoProcess = errors.New("sandbox: no such process")
+	// ErrExited is returned by Signal and Stdin for a command that has
+	// exited (its record stays: Process).
+	ErrExited = errors.New("sandbox: the process has exited")
+	// ErrNoCommand is returned by Run for a command the sandbox does not
+	// have (the shell's "command not found").
+	ErrNoCommand = errors.New("command not found")
 	// ErrInvalid is returned for a request the init refuses as invalid (its
 	// message says why).
 	ErrInvalid = errors.New("sandbox: invalid request")
@@ -111,6 +150,14 @@ var (
 // refuses a policy it cannot enforce. The egress package implements it.
 type EgressAttacher interface {
 	Attach(ctx context.Context, id, tempPath string, uid int, opts AttachOptions) (sock *os.File, detach func(), err error)
+}
+
+// SecretsUpdater is an EgressAttacher that can replace the secrets it
+// brokers for an attached sandbox (every one: kept, rotated and added),
+// effective from the next request (Runtime.UpdateSecrets). The egress
+// package implements it.
+type SecretsUpdater interface {
+	UpdateSecrets(id string, secrets []agentsandbox.EgressSecret) error
 }
 
 // AttachOptions are what the runtime tells the EgressAttacher about a

@@ -49,7 +49,7 @@ func (r *Runtime) Extend(id string, total time.Duration) (Info, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	b, ok := r.boxes[id]
-	if !ok {
+	if !ok || !r.sees(b) {
 		return Info{}, ErrNotFound
 	}
 	end := b.readyAt.Add(total)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -32,6 +33,7 @@ func (r *Runtime) wipe(b *sandboxState, why string) WipeReport {
 	ctx, cancel := context.WithTimeout(context.Background(), wipeTimeout)
 	defer cancel()
 	problems := removeAll(ctx, b)
+	b.opts.Image.release()
 	rep := WipeReport{Leftovers: r.leftoversSettled(b)}
 	rep.Verified = len(rep.Leftovers) == 0
 	rep.Duration = time.Since(start)
@@ -198,6 +200,22 @@ func (r *Runtime) leftovers(b *sandboxState) []string {
 		out = append(out, fmt.Sprintf("process %d of uid %d", pid, b.slot.uid))
 	}
 	return append(out, rest...)
+}
+
+// mountsWith returns the mount points in this process's mount table that
+// have a path component named name.
+func mountsWith(name string) ([]string, error) {
+	mounts, err := mountinfo.Read("/proc", os.Getpid())
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, m := range mounts {
+		if slices.Contains(strings.Split(m.Point, "/"), name) {
+			out = append(out, m.Point)
+		}
+	}
+	return out, nil
 }
 
 // mountsUnder returns the mount points in this process's mount table at or

@@ -23,8 +23,14 @@ import (
 // a stand-in for any leak) makes the wipe unverified, names the process,
 // and keeps the slot out of use.
 func TestWipeVerifies(t *testing.T) {
-	rt := newRuntime(t, Config{Capacity: 1})
-	info, err := rt.Create(context.Background(), Options{})
+	for _, v := range views() {
+		t.Run(v.name, func(t *testing.T) { testWipeVerifies(t, v) })
+	}
+}
+
+func testWipeVerifies(t *testing.T, v view) {
+	rt := v.runtime(t, Config{Capacity: 1})
+	info, err := rt.Create(context.Background(), v.options(t, Options{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +53,7 @@ func TestWipeVerifies(t *testing.T) {
 	if b := rt.Broken(); len(b) != 1 || rt.Active() != 1 {
 		t.Fatalf("broken %q active %d, want the slot kept out of use", b, rt.Active())
 	}
-	if _, err := rt.Create(context.Background(), Options{}); err == nil {
+	if _, err := rt.Create(context.Background(), v.options(t, Options{})); err == nil {
 		t.Fatal("Create used the slot of an unverified wipe")
 	}
 	if b := rt.Broken(); !strings.Contains(b[0], "slot 0") || !strings.Contains(b[0], "could not be verified") {
@@ -64,7 +70,7 @@ func TestWipeVerifies(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	newBox(t, rt, Options{})
+	newBox(t, rt, v.options(t, Options{}))
 }
 
 // heldAttacher holds each sandbox's start in Attach until release is closed,

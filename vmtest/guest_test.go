@@ -157,13 +157,25 @@ func TestGuestCgroupV2(t *testing.T) {
 	// in the host's cache: they are proved on the host. So is the browser:
 	// Chromium's start alone takes minutes under emulation, and nothing of
 	// it depends on the cgroup version but the limits the other tests prove.
-	e2e := suite("e2e", 8*time.Minute, "-test.skip=^(TestWorkerMetrics|TestBrowserThroughWorker|TestSelftestBrowser|TestPlaywrightConnectOverCDP)$")
+	// The MCP server is a client of the API, above the runtime: proved on
+	// the host (two more workers' starts would not fit the guest's time).
+	// Image sandboxes need a registry, the Debian test image and a Go
+	// toolchain the guest has not: they are proved on the host (their
+	// overlay and idmapped layers do not depend on the cgroup version).
+	// The pool of three workers is the Go client's, above the runtime, and
+	// three more workers' starts would not fit the guest's time either.
+	// Previews run the stdlib web app of scripts/ports, which the guest's
+	// share does not carry; Chromium on the PATH (like the browser tests)
+	// depends on no cgroup version and takes minutes under emulation.
+	e2e := suite("e2e", 8*time.Minute, "-test.skip=^(TestWorkerMetrics|TestBrowserThroughWorker|TestSelftestBrowser|TestPlaywrightConnectOverCDP|TestMCPStreamableHTTP|TestMCPStdio|TestImageSandboxes|TestRunImage|TestPoolOfThreeWorkers|TestPortsPreview)$")
 	e2e.Env = append(e2e.Env, "AGENTSANDBOX_E2E_BIN="+ivm.GuestBin)
+	sandboxSuite := suite("sandbox", 10*time.Minute, "-test.skip=Browser|Image|Chromium")
+	sandboxSuite.Env = append(sandboxSuite.Env, "AGENTSANDBOX_TEST_VIEWS=host")
 	rep := boot(t, ivm.Config{},
 		[]string{"./sandbox", "./sandbox/cgroup", "./sandbox/seccomp", "./e2e"}, []string{"./cmd/..."}, nil,
 		[]ivm.Command{
 			{Name: "v2-only", Argv: []string{"bash", "-c", assertV2Only}, Timeout: time.Minute},
-			suite("sandbox", 10*time.Minute, "-test.skip=Browser"),
+			sandboxSuite,
 			suite("cgroup", 3*time.Minute),
 			suite("seccomp", 3*time.Minute, "-test.skip=^TestTablesMatchXSys$"),
 			{Name: "selftest", Argv: []string{"codes-sandbox", "selftest", "--browser", "off"}, Env: ci, Timeout: 3 * time.Minute},

@@ -3,6 +3,8 @@ package worker
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -32,7 +34,7 @@ func browserProbeLimits() agentsandbox.Limits {
 // every request (Chromium's own background ones too) by its name, before
 // any lookup: the check never sends a query or a connection past the host.
 func browserCheckPolicy() agentsandbox.EgressPolicy {
-	return agentsandbox.EgressPolicy{Mode: agentsandbox.EgressAllow, Allow: []string{"browser-check.invalid"}}
+	return agentsandbox.EgressPolicy{Mode: agentsandbox.EgressAllow, Allow: agentsandbox.EgressHosts("browser-check.invalid")}
 }
 
 // browserPageAddr is where the check's page is served, on the sandbox's own
@@ -44,11 +46,20 @@ const browserPageAddr = "127.0.0.1:8000"
 const browserCheckTimeout = 90 * time.Second
 
 // hostProfileProbe lists, inside the browser's sandbox, the host's browser
-// and desktop profile places that must not be there.
-const hostProfileProbe = `for p in /root/.config /root/.cache /home/*/.config /home/*/.mozilla /run/user /etc/chromium /etc/chromium.d; do
+// and desktop profile places that must not be there, and every entry of
+// /etc/chromium.d that is not one of the sandbox's own (sandbox.
+// ChromiumConfig, whose README names codes-sandbox).
+func hostProfileProbe() string {
+	return `for p in /root/.config /root/.cache /home/*/.config /home/*/.mozilla /run/user /etc/chromium; do
 	[ -e "$p" ] && echo "present $p"
 done
+for p in /etc/chromium.d/* /etc/chromium.d/.[!.]*; do
+	[ -e "$p" ] || continue
+	case "${p##*/}" in ` + strings.Join(slices.Sorted(maps.Keys(sandbox.ChromiumConfig)), "|") + `) ;; *) echo "present $p" ;; esac
+done
+grep -q codes-sandbox /etc/chromium.d/README 2>/dev/null || echo "present /etc/chromium.d/README (not the sandbox's own)"
 echo "profile $(readlink -f ` + sandbox.BrowserProfile + ` 2>/dev/null || echo ` + sandbox.BrowserProfile + `)"`
+}
 
 // observeBrowser runs the browser check in a browser sandbox of its own
 // (the self-test's slot, after the probe's sandbox is gone, under
@@ -80,7 +91,7 @@ func observeBrowser(ctx context.Context, d Deps, obs *observation) (why, notRun 
 	}()
 	var out lockedWriter
 	out.limit = 64 << 10
-	res, err := d.Sandboxes.Exec(ctx, info.ID, agentsandbox.ExecRequest{Argv: []string{"/bin/sh", "-c", hostProfileProbe}, Timeout: probeTimeout}, &out, &out)
+	res, err := d.Sandboxes.Exec(ctx, info.ID, agentsandbox.ExecRequest{Argv: []string{"/bin/sh", "-c", hostProfileProbe()}, Timeout: probeTimeout}, &out, &out)
 	if err != nil || res.ExitCode != 0 {
 		return "", fmt.Sprintf("cannot look for host profiles in the browser's sandbox: %v (exit %d)", err, res.ExitCode)
 	}

@@ -15,9 +15,12 @@ import (
 // sandbox was created to wipe) is not run: absent from Checks, listed in
 // NotRun, with the reason.
 func evaluate(obs *observation) Result {
-	res := Result{Checks: map[string]bool{}, Reasons: []string{}}
+	res := Result{Checks: map[string]bool{}, NotRun: []string{}, Reasons: []string{}}
 	if obs.setup != "" { // once, in full: it is why every check below could not run
 		res.Reasons = append(res.Reasons, trimReason("the probe could not run: "+obs.setup))
+	}
+	for _, p := range obs.host {
+		res.Reasons = append(res.Reasons, trimReason(p))
 	}
 	judges := map[string]func(*observation) string{
 		agentsandbox.CheckNetworkNamespace:     judgeNetworkNamespace,
@@ -61,6 +64,22 @@ func evaluate(obs *observation) Result {
 			res.Checks[agentsandbox.CheckBrowser] = obs.browserWhy == ""
 			if obs.browserWhy != "" {
 				res.Reasons = append(res.Reasons, trimReason(agentsandbox.CheckBrowser+": "+obs.browserWhy))
+			}
+		}
+	}
+	if obs.brokerValue != "" {
+		switch {
+		case obs.setup != "":
+			res.NotRun = append(res.NotRun, agentsandbox.CheckCredentialsBrokered)
+			res.Reasons = append(res.Reasons, trimReason(agentsandbox.CheckCredentialsBrokered+": not run: the probe could not run"))
+		case obs.brokerNR != "":
+			res.NotRun = append(res.NotRun, agentsandbox.CheckCredentialsBrokered)
+			res.Reasons = append(res.Reasons, trimReason(agentsandbox.CheckCredentialsBrokered+": not run: "+obs.brokerNR))
+		default:
+			why := judgeCredentialsBrokered(obs)
+			res.Checks[agentsandbox.CheckCredentialsBrokered] = why == ""
+			if why != "" {
+				res.Reasons = append(res.Reasons, trimReason(agentsandbox.CheckCredentialsBrokered+": "+why))
 			}
 		}
 	}
@@ -145,6 +164,69 @@ func judgeCleanEnv(o *observation) string {
 	return ""
 }
 
+// judgeCredentialsBrokered: the probe secret's placeholder (not its
+// value) in the environment, the sandbox's CA and no private key in the
+// bundle SSL_CERT_FILE names, the value nowhere in the probe's output
+// (every environment and command line it read) nor in any file of the
+// sandbox (searched from the host, with private keys), the canary
+// reached over TLS for its own name with exactly the value, and the
+// proxy's refusal of the placeholder sent to another host.
+func judgeCredentialsBrokered(o *observation) string {
+	var problems []string
+	if strings.Contains(o.out, o.brokerValue) {
+		problems = append(problems, "the probe secret's value is visible inside the sandbox")
+	}
+	problems = append(problems, o.brokerFiles...)
+	problems = append(problems, judgeCanary(o)...)
+	switch ph, _ := o.first("broker_env"); {
+	case strings.Contains(ph, o.brokerValue):
+		problems = append(problems, "the probe secret's variable holds its value, not a placeholder")
+	case !strings.HasPrefix(ph, agentsandbox.SecretPlaceholderPrefix):
+		problems = append(problems, fmt.Sprintf("the probe secret's variable holds %q, not a placeholder", truncate(ph, 64)))
+	}
+	b, _ := o.first("broker_bundle")
+	if f := strings.Fields(b); len(f) != 3 || f[0] == "0" || f[1] != "0" || f[2] != agentsandbox.SandboxCABundle {
+		problems = append(problems, fmt.Sprintf("the sandbox's trust bundle is not as it must be (certificates, private keys, SSL_CERT_FILE: %q; want at least one, none, %s)",
+			truncate(b, 120), agentsandbox.SandboxCABundle))
+	}
+	if r, _ := o.first("broker_refused"); r != "403 secret-host-mismatch" {
+		problems = append(problems, fmt.Sprintf("the proxy answered %q, not 403 secret-host-mismatch, to the placeholder sent to a host the secret is not for", truncate(r, 120)))
+	}
+	return strings.Join(problems, "; ")
+}
+
+// judgeCanary: the probe's HTTPS request with the placeholder reached
+// the canary once, for its own name (Host and TLS server name), with
+// exactly the probe secret's value in place of the placeholder. No
+// reason shows a value the canary received.
+func judgeCanary(o *observation) []string {
+	fetch, _ := o.first("broker_fetch")
+	if len(o.brokerSeen) == 0 {
+		return []string{fmt.Sprintf("the TLS canary for %s received no request: the proxy did not pass the probe's request on (the probe got %q)",
+			probeSecretHost, truncate(fetch, 160))}
+	}
+	var problems []string
+	if len(o.brokerSeen) != 1 {
+		problems = append(problems, fmt.Sprintf("the TLS canary received %d requests, the probe sent one", len(o.brokerSeen)))
+	}
+	want := []string{"Bearer " + o.brokerValue}
+	for _, r := range o.brokerSeen {
+		switch {
+		case r.host != probeSecretHost || r.sni != probeSecretHost:
+			problems = append(problems, fmt.Sprintf("the TLS canary received a request for %q (server name %q), not for %s", truncate(r.host, 64), truncate(r.sni, 64), probeSecretHost))
+		case slices.Equal(r.auth, want):
+		case strings.Contains(strings.Join(r.auth, " "), agentsandbox.SecretPlaceholderPrefix):
+			problems = append(problems, "the TLS canary received the placeholder, not the value: the broker did not substitute it")
+		default:
+			problems = append(problems, fmt.Sprintf("the TLS canary received %d Authorization value(s), not exactly the probe secret's", len(r.auth)))
+		}
+	}
+	if fetch != "200 -" {
+		problems = append(problems, fmt.Sprintf("the probe's HTTPS request to %s got %q, not 200", probeSecretHost, truncate(fetch, 160)))
+	}
+	return problems
+}
+
 func judgeHostFiles(o *observation) string {
 	var problems []string
 	if _, ok := o.first("hostfiles"); !ok {
@@ -210,6 +292,10 @@ func judgeLimits(o *observation) string {
 	}
 	if len(o.lines["cgroup"]) == 0 {
 		problems = append(problems, "the probe could not read its own cgroup")
+	}
+	if udp := o.lines["udp"]; o.datagramsRefused && (len(udp) == 0 || slices.ContainsFunc(udp, func(v string) bool { return v != "refused" })) {
+		problems = append(problems, fmt.Sprintf("the sandbox could open a UDP socket (%q) on a cgroup v1 host, "+
+			"which cannot charge its buffers: they hold memory no limit bounds", udp))
 	}
 	return strings.Join(problems, "; ")
 }

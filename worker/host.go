@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -24,9 +25,11 @@ func checkCgroups(dirs []string, want agentsandbox.Limits) []string {
 		return []string{"the runtime names no cgroup for the sandbox"}
 	}
 	got := map[string]int64{}
+	var problems []string
 	for _, d := range dirs {
 		readInto(got, "memory", filepath.Join(d, "memory.max"))
 		readInto(got, "memory", filepath.Join(d, "memory.limit_in_bytes"))
+		problems = append(problems, checkTCPLimitV1(d, int64(want.MemoryMB)<<20)...)
 		readInto(got, "pids", filepath.Join(d, "pids.max"))
 		if b, err := os.ReadFile(filepath.Join(d, "cpu.max")); err == nil {
 			if q, p, ok := strings.Cut(strings.TrimSpace(string(b)), " "); ok {
@@ -47,7 +50,6 @@ func checkCgroups(dirs []string, want agentsandbox.Limits) []string {
 		{"pids", "pids limit", int64(want.Pids)},
 		{"cpu", "cpu limit (percent of a core)", int64(want.CPUPercent)},
 	}
-	var problems []string
 	for _, w := range wants {
 		v, ok := got[w.key]
 		switch {
@@ -115,9 +117,30 @@ func uidOf(procRoot string, pid int) (int, bool) {
 	return 0, false
 }
 
+// checkTCPLimitV1 returns the problem with a cgroup v1 memory directory
+// d's bound on TCP's socket buffers (v1 counts them apart from the memory
+// limit, and only once memory.kmem.tcp.limit_in_bytes is set): it must be
+// a quarter of the memory limit. Other directories have none.
+func checkTCPLimitV1(d string, memory int64) []string {
+	if _, err := os.Stat(filepath.Join(d, "memory.limit_in_bytes")); err != nil {
+		return nil // not a v1 memory directory
+	}
+	got := map[string]int64{}
+	readInto(got, "tcp", filepath.Join(d, "memory.kmem.tcp.limit_in_bytes"))
+	v, ok := got["tcp"]
+	switch {
+	case !ok:
+		return []string{"the sandbox's cgroup (v1) has no memory.kmem.tcp.limit_in_bytes: its TCP buffers are memory no limit bounds; use cgroup v2"}
+	case v != memory/4:
+		return []string{fmt.Sprintf("the sandbox's cgroup TCP buffer limit (memory.kmem.tcp.limit_in_bytes) is %d, want %d", v, memory/4)}
+	}
+	return nil
+}
+
 // inCgroups reports whether pid's /proc/PID/cgroup places it in every one of
-// dirs (each dir ends with the process's path in that hierarchy).
-func inCgroups(procRoot string, pid int, dirs []string) bool {
+// dirs: the process's path in that hierarchy is the end of the directory,
+// or the path want gives for it (see cgroupPaths; "" when unknown).
+func inCgroups(procRoot string, pid int, dirs, want []string) bool {
 	b, err := os.ReadFile(filepath.Join(procRoot, strconv.Itoa(pid), "cgroup"))
 	if err != nil {
 		return false
@@ -128,18 +151,39 @@ func inCgroups(procRoot string, pid int, dirs []string) bool {
 			paths = append(paths, f[2])
 		}
 	}
-	for _, d := range dirs {
-		found := false
-		for _, p := range paths {
-			if strings.HasSuffix(d, p) {
-				found = true
-			}
-		}
-		if !found {
+	for i, d := range dirs {
+		if !slices.ContainsFunc(paths, func(p string) bool { return strings.HasSuffix(d, p) || p == want[i] }) {
 			return false
 		}
 	}
 	return true
+}
+
+// cgroupPaths returns, for each cgroup directory, the path a process in it
+// shows in /proc/PID/cgroup when the directory's mount is a bind of a
+// subtree (its root field is not "/": a container's own cgroup, as
+// podman's on cgroup v1 without a cgroup namespace): that root joined with
+// the directory below the mount; "" for a directory on no such mount.
+func cgroupPaths(procRoot string, dirs []string) []string {
+	out := make([]string, len(dirs))
+	b, err := os.ReadFile(filepath.Join(procRoot, "self", "mountinfo"))
+	if err != nil {
+		return out
+	}
+	mounts := mountinfo.Parse(string(b))
+	for i, d := range dirs {
+		var best *mountinfo.Mount
+		for j, m := range mounts {
+			if (m.FSType == "cgroup" || m.FSType == "cgroup2") && (d == m.Point || strings.HasPrefix(d, m.Point+"/")) &&
+				(best == nil || len(m.Point) > len(best.Point)) {
+				best = &mounts[j]
+			}
+		}
+		if best != nil && best.Root != "/" {
+			out[i] = path.Join(best.Root, strings.TrimPrefix(d, best.Point))
+		}
+	}
+	return out
 }
 
 // alive reports whether pid is still a running process: not gone, and not
@@ -168,9 +212,10 @@ func checkMembers(procRoot string, view HostView) ([]int, []string) {
 	if len(pids) == 0 {
 		return nil, []string{fmt.Sprintf("no process of the sandbox (host uid %d) was found while it ran", view.UID)}
 	}
+	want := cgroupPaths(procRoot, view.Cgroups)
 	var outside []string
 	for _, pid := range pids {
-		if !inCgroups(procRoot, pid, view.Cgroups) && alive(procRoot, pid) {
+		if !inCgroups(procRoot, pid, view.Cgroups, want) && alive(procRoot, pid) {
 			outside = append(outside, strconv.Itoa(pid))
 		}
 	}
@@ -234,19 +279,23 @@ func sandboxProcesses(procRoot string, pids []int) []int {
 // of the sandbox's own capped file systems: a tmpfs with a size and an
 // inode cap, a devpts with a pty cap, its /proc, or a bubblewrap device
 // node. It is a problem too when no process could be looked at.
-func checkMounts(procRoot string, pids []int) []string {
+func checkMounts(procRoot string, pids []int, dirs []string) []string {
 	if len(pids) == 0 {
 		return []string{"no process of the sandbox could be looked at from the host, so its mounts were not checked"}
 	}
 	var problems []string
 	seen := map[string]bool{}
+	own := ownOverlays(procRoot, dirs)
 	for _, pid := range pids {
 		mounts, err := mountinfo.Read(procRoot, pid)
 		if err != nil {
 			continue // it ended meanwhile
 		}
 		for _, m := range mountinfo.Visible(mounts) {
-			why := writableProblem(m)
+			why := writableProblem(m, own)
+			if why != "" && deviceNode(procRoot, pid, m) {
+				why = ""
+			}
 			if why != "" && !seen[m.Point] {
 				seen[m.Point] = true
 				problems = append(problems, fmt.Sprintf("the sandbox can write to %s (%s): %s", m.Point, m.FSType, why))
@@ -256,8 +305,31 @@ func checkMounts(procRoot string, pids []int) []string {
 	return problems
 }
 
-// writableProblem says what is wrong with a mount a sandbox sees, or "".
-func writableProblem(m mountinfo.Mount) string {
+// ownOverlays returns the devices of the overlays mounted in this
+// process's mount table at or below one of dirs, the sandbox's host
+// directories: an image sandbox's root, whose upper layer the runtime puts
+// on the sandbox's capped tmpfs (its options name its layers by
+// /proc/self/fd paths, so the sandbox's mount table shows no host path).
+func ownOverlays(procRoot string, dirs []string) map[string]bool {
+	mounts, err := mountinfo.Read(procRoot, os.Getpid())
+	if err != nil {
+		return nil
+	}
+	own := map[string]bool{}
+	for _, m := range mounts {
+		for _, d := range dirs {
+			if m.FSType == "overlay" && strings.HasPrefix(m.Point, d+"/") {
+				own[m.Dev] = true
+			}
+		}
+	}
+	return own
+}
+
+// writableProblem says what is wrong with a mount a sandbox sees, or "";
+// own are the devices of the overlays in the sandbox's host directories
+// (ownOverlays): an image's root is one of them.
+func writableProblem(m mountinfo.Mount, own map[string]bool) string {
 	switch {
 	case m.ReadOnly():
 		return ""
@@ -270,12 +342,28 @@ func writableProblem(m mountinfo.Mount) string {
 			return "a devpts without a pty cap"
 		}
 	case m.FSType == "proc" && m.Point == "/proc":
+	case m.FSType == "overlay" && m.Point == "/":
+		if !own[m.Dev] {
+			return "an overlay that is not the one in the sandbox's own directory"
+		}
 	case m.FSType == "devtmpfs" && strings.HasPrefix(m.Point, "/dev/") && strings.Count(m.Point, "/") == 2:
 		// One of bubblewrap's device nodes (/dev/null, /dev/tty…).
 	default:
 		return "a writable mount that is not the sandbox's own capped tmpfs"
 	}
 	return ""
+}
+
+// deviceNode reports whether m is one of bubblewrap's device nodes
+// (/dev/null, /dev/tty…) bound from a container's /dev, which is a tmpfs:
+// the mount is the node alone, and writes to a character device never fill
+// the tmpfs it sits on. It looks at the node through pid's root.
+func deviceNode(procRoot string, pid int, m mountinfo.Mount) bool {
+	if m.FSType != "tmpfs" || !strings.HasPrefix(m.Point, "/dev/") || strings.Count(m.Point, "/") != 2 || m.Root != "/"+path.Base(m.Point) {
+		return false
+	}
+	st, err := os.Stat(filepath.Join(procRoot, strconv.Itoa(pid), "root", m.Point))
+	return err == nil && st.Mode()&fs.ModeCharDevice != 0
 }
 
 // checkFileLimits reads, from the host, the descriptor limit of every

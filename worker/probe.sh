@@ -49,13 +49,55 @@ echo
 echo "env-end"
 echo "environ_read $n"
 
+# credentials_brokered: the probe secret's placeholder, every process's
+# command line (the worker searches them, and the environments above, for
+# the value), the trust bundle (certificates, private keys,
+# SSL_CERT_FILE), an HTTPS request with the placeholder to the secret's
+# host (the worker's canary: what it received is judged there), and what
+# the proxy answers to the placeholder sent to a host the secret is not
+# for.
+if [ -n "${PROBE_SECRET:-}" ]; then
+	echo "broker_env $PROBE_SECRET"
+	for f in /proc/[0-9]*/cmdline; do
+		[ -r "$f" ] && printf 'broker_cmdline %s\n' "$(tr '\0\n' '  ' <"$f")"
+	done
+	if [ -n "${PROBE_INIT:-}" ] && got=$("$PROBE_INIT" __sandbox-fetch "https://$PROBE_SECRET_HOST/" PROBE_SECRET 2>&1); then
+		echo "broker_fetch $got"
+	else
+		echo "broker_fetch failed ${got//$'\n'/ }"
+	fi
+	certs=0 keys=0
+	while IFS= read -r l; do
+		case $l in *'BEGIN CERTIFICATE'*) certs=$((certs + 1)) ;; *'PRIVATE KEY'*) keys=$((keys + 1)) ;; esac
+	done </etc/ssl/certs/ca-certificates.crt
+	echo "broker_bundle $certs $keys ${SSL_CERT_FILE:-unset}"
+	if [ -n "$proxy" ] && exec 3<>"/dev/tcp/${proxy%:*}/${proxy##*:}"; then
+		printf 'GET http://credentials-probe-other.invalid/ HTTP/1.1\r\nHost: credentials-probe-other.invalid\r\nX-Probe: %s\r\nConnection: close\r\n\r\n' "$PROBE_SECRET" >&3
+		status=none refused=none
+		read -r -t 3 _ status _ <&3 || true
+		while IFS= read -r -t 3 l <&3; do
+			l=${l%$'\r'}
+			[ -z "$l" ] && break
+			case ${l,,} in x-egress-refused:*) refused=${l#*: } ;; esac
+		done
+		exec 3>&-
+		echo "broker_refused $status $refused"
+	else
+		echo "broker_refused unreachable"
+	fi
+fi 2>/dev/null
+
 # no_host_files: host paths that must not be there (empty directories are).
-for p in /home /root /run /var/lib; do
+# In an image sandbox (PROBE_IMAGE) these are the image's own: only the
+# canaries are looked for.
+[ -n "${PROBE_IMAGE:-}" ] || for p in /home /root /run /var/lib; do
 	if [ -d "$p" ]; then
 		if ! c=$(ls -A "$p" 2>/dev/null); then echo "hostfile $p unreadable"; elif [ -n "$c" ]; then echo "hostfile $p not-empty"; fi
 	elif [ -e "$p" ]; then echo "hostfile $p present"; fi
 done
-for p in /etc/shadow /etc/ssh /.sandbox "$@"; do
+hostpaths=(/etc/shadow /etc/ssh)
+[ -z "${PROBE_IMAGE:-}" ] || hostpaths=()
+for p in "${hostpaths[@]}" /.sandbox "$@"; do
 	if [ -e "$p" ]; then echo "hostfile $p present"; elif [ -e "${p%/*}" ] && [ "${p%/*}" != "" ]; then
 		case $p in /etc/*) ;; *) echo "hostfile ${p%/*} present" ;; esac
 	fi
@@ -67,6 +109,10 @@ while read -r k v; do case $k in Cap*: | NoNewPrivs: | Seccomp:) echo "status ${
 while read -r a b c; do echo "uid_map $a $b $c"; done </proc/self/uid_map
 unshare -U true 2>/dev/null
 echo "unshare $?"
+
+# limits: whether a UDP socket opens (on a cgroup v1 host, which cannot
+# charge its buffers, the seccomp filter refuses it).
+if (exec 3<>/dev/udp/127.0.0.1/9) 2>/dev/null; then echo "udp opened"; else echo "udp refused"; fi
 
 # limits: the cgroup this sandbox sees, then (last: it exhausts the pids
 # limit) how many processes it can start.

@@ -19,9 +19,18 @@ type Self struct {
 	WorkerID, Version string
 	// Bubblewrap is the bubblewrap version (from `bwrap --version`).
 	Bubblewrap string
+	// ExecIsolation is how one sandbox's commands are kept from each other
+	// (sandbox.ExecIsolation): "landlock" (a domain per command), or "none"
+	// (an earlier command's processes can write a later one's memory and
+	// output); "" says nothing.
+	ExecIsolation string
 	// Limits are the limits of the sandboxes the worker creates (zero fields
 	// take the defaults).
 	Limits agentsandbox.Limits
+	// SocketMemory says how the sandboxes' socket buffers are bounded (the
+	// runtime's SocketMemory); the report's limits name it when they are
+	// enforced. Empty: not said.
+	SocketMemory string
 	// SelfTestMaxAge is how old the last self-test may be before its facts
 	// are no longer claimed (0: no bound). The self-test repeats well within
 	// it; a worker that cannot run it keeps no old proof alive.
@@ -78,6 +87,12 @@ func BuildReport(self Self, last *Result, slots Slots, now time.Time) agentsandb
 		r.Reasons = append(r.Reasons, truncate(s, 500))
 	}
 	r.Isolation = isolation(self, ok, len(ok) > 0 && last.UserNamespace)
+	if len(ok) > 0 && last.Image != nil && last.Image.Passed {
+		// Image sandboxes are claimed only while a fresh self-test proved
+		// every check in one, and the report says which image it used.
+		r.Isolation.Extra["images"] = true
+		r.Isolation.Extra["images_proved_with"] = last.Image.Ref + "@" + last.Image.Digest
+	}
 	// The browser is claimed only while a fresh self-test proved it.
 	r.Browser = new(ok[agentsandbox.CheckBrowser])
 	return r
@@ -97,6 +112,12 @@ func isolation(self Self, ok map[string]bool, userNS bool) agentsandbox.Isolatio
 	if self.Bubblewrap != "" {
 		iso.Extra["bubblewrap"] = self.Bubblewrap
 	}
+	switch self.ExecIsolation {
+	case "landlock":
+		iso.Extra["exec_isolation"] = "landlock: each command in a domain of its own"
+	case "none":
+		iso.Extra["exec_isolation"] = "none: the kernel has no Landlock, so a command's processes can reach a later command's"
+	}
 	if userNS {
 		iso.Extra["user_namespace"] = true
 	}
@@ -106,9 +127,18 @@ func isolation(self Self, ok map[string]bool, userNS bool) agentsandbox.Isolatio
 	if all(agentsandbox.CheckNetworkNamespace, agentsandbox.CheckNoDirectEgress) {
 		iso.HostNetwork = new(false)
 	}
-	if all(agentsandbox.CheckCleanEnv, agentsandbox.CheckNoHostFiles) {
+	// With egress the broker is proved too (a sandbox may then hold a
+	// person's secrets, as placeholders): credentials is not claimed
+	// while that check failed.
+	brokered, ran := ok[agentsandbox.CheckCredentialsBrokered]
+	if all(agentsandbox.CheckCleanEnv, agentsandbox.CheckNoHostFiles) && (brokered || !ran) {
 		iso.Credentials = new(false)
 		iso.Extra["host_credentials"] = "none"
+	}
+	if all(agentsandbox.CheckCredentialsBrokered, agentsandbox.CheckCleanEnv) {
+		// A person's credentials reach the sandbox only as placeholders the
+		// proxy brokers (docs/egress.md, Secrets).
+		iso.Extra["credentials_brokered"] = true
 	}
 	if all(agentsandbox.CheckNoHostFiles) {
 		iso.Profile = new(false)
@@ -136,6 +166,9 @@ func isolation(self Self, ok map[string]bool, userNS bool) agentsandbox.Isolatio
 		"kind": "cgroup", "enforced": all(agentsandbox.CheckLimits),
 		"memory_mb": l.MemoryMB, "disk_mb": l.DiskMB, "pids": l.Pids, "cpu_percent": l.CPUPercent,
 		"time_box_minutes": []int{int(agentsandbox.DefaultTimeBox / time.Minute), int(agentsandbox.MaxTimeBox / time.Minute)},
+	}
+	if all(agentsandbox.CheckLimits) && self.SocketMemory != "" {
+		iso.Extra["limits"].(map[string]any)["socket_memory"] = self.SocketMemory
 	}
 	return iso
 }

@@ -17,6 +17,7 @@ func passed() *Result {
 	for _, c := range agentsandbox.Checks() {
 		r.Checks[c] = true
 	}
+	r.Checks[agentsandbox.CheckCredentialsBrokered] = true // a worker with egress
 	return r
 }
 
@@ -47,7 +48,7 @@ func validate(t *testing.T, r agentsandbox.WorkerCheckIn) (contract.Result, map[
 	return res, m
 }
 
-var self = Self{WorkerID: "sbw-test", Version: "0.1.0", Bubblewrap: "0.8.0"}
+var self = Self{WorkerID: "sbw-test", Version: "0.1.0", Bubblewrap: "0.8.0", SocketMemory: "charged"}
 
 func TestBuildReportAllProved(t *testing.T) {
 	now := time.Date(2026, 11, 7, 12, 0, 5, 0, time.UTC)
@@ -60,6 +61,7 @@ func TestBuildReportAllProved(t *testing.T) {
 		"host_network": false, "credentials": false, "profile": false, "egress_proxy": true, "workspace": "ephemeral",
 		"sandbox": "bubblewrap", "bubblewrap": "0.8.0", "user_namespace": true, "network_namespace": true,
 		"host_credentials": "none", "host_files": "none", "capabilities": "none", "seccomp": true,
+		"credentials_brokered": true,
 	}
 	for k, v := range want {
 		if iso[k] != v {
@@ -72,7 +74,7 @@ func TestBuildReportAllProved(t *testing.T) {
 		t.Errorf("isolation.egress (-want +got):\n%s", diff)
 	}
 	lim := iso["limits"].(map[string]any)
-	if lim["enforced"] != true || lim["memory_mb"] != float64(2048) || lim["pids"] != float64(256) {
+	if lim["enforced"] != true || lim["memory_mb"] != float64(2048) || lim["pids"] != float64(256) || lim["socket_memory"] != "charged" {
 		t.Errorf("limits = %v", lim)
 	}
 	if m["ready"] != true || m["service"] != "codes-sandbox" || m["capacity"] != float64(2) || m["active"] != float64(1) ||
@@ -97,6 +99,7 @@ func TestBuildReportClaimsOnlyProved(t *testing.T) {
 		{agentsandbox.CheckSeccomp, []string{"seccomp"}},
 		{agentsandbox.CheckWipe, []string{"workspace", "workspace_kind"}},
 		{agentsandbox.CheckLimits, nil},
+		{agentsandbox.CheckCredentialsBrokered, []string{"credentials", "host_credentials", "credentials_brokered"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.check, func(t *testing.T) {
@@ -119,8 +122,8 @@ func TestBuildReportClaimsOnlyProved(t *testing.T) {
 			if m["ready"] != false || len(m["reasons"].([]any)) != 1 {
 				t.Errorf("ready %v reasons %v", m["ready"], m["reasons"])
 			}
-			if tc.check == agentsandbox.CheckLimits && iso["limits"].(map[string]any)["enforced"] != false {
-				t.Errorf("limits claimed enforced though the check failed")
+			if lim := iso["limits"].(map[string]any); tc.check == agentsandbox.CheckLimits && (lim["enforced"] != false || lim["socket_memory"] != nil) {
+				t.Errorf("limits claimed enforced (or their socket memory said) though the check failed: %v", lim)
 			}
 		})
 	}

@@ -40,8 +40,9 @@ type Result struct {
 	// Checks maps every check that ran to whether it passed; a check that
 	// could not run is absent (see NotRun), never reported as passed.
 	Checks map[string]bool `json:"checks"`
-	// NotRun lists the checks that could not run, in display order.
-	NotRun []string `json:"not_run,omitempty"`
+	// NotRun lists the checks that could not run, in display order (empty,
+	// never absent, when every check ran).
+	NotRun []string `json:"not_run"`
 	// Reasons say, for a person, why each failing check failed and why each
 	// check that did not run could not.
 	Reasons []string `json:"reasons"`
@@ -54,10 +55,25 @@ type Result struct {
 	UserNamespace bool `json:"-"`
 	// Duration is how long the self-test took.
 	Duration time.Duration `json:"-"`
+	// Image is what the checks proved in an image sandbox (nil: none was
+	// tried); Passed needs it to pass too.
+	Image *ImageResult `json:"image,omitempty"`
+}
+
+// ImageResult is the self-test's checks in an image sandbox.
+type ImageResult struct {
+	// Ref and Digest name the image.
+	Ref    string          `json:"ref"`
+	Digest string          `json:"digest"`
+	Checks map[string]bool `json:"checks"`
+	NotRun []string        `json:"not_run,omitempty"`
+	Passed bool            `json:"passed"`
 }
 
 // Sandboxes is what the self-test needs of a sandbox runtime;
-// *sandbox.Runtime implements it.
+// *sandbox.Runtime implements it. Give the self-test the runtime's own view
+// (sandbox.Runtime.SelfTest): its sandboxes are then out of the API's sight
+// and reach, so no client's clean-up can fail the self-test.
 type Sandboxes interface {
 	Create(ctx context.Context, opts sandbox.Options) (sandbox.Info, error)
 	Exec(ctx context.Context, id string, req agentsandbox.ExecRequest, stdout, stderr io.Writer) (agentsandbox.ExecResult, error)
@@ -103,9 +119,19 @@ type Deps struct {
 	// MaxOpenFiles is the descriptor limit every sandbox process must have
 	// (the runtime's Config.MaxOpenFiles); 0 skips that part of limits.
 	MaxOpenFiles int
+	// InetDatagramsRefused says the runtime's sandboxes may not open UDP
+	// sockets (the runtime's InetDatagramsRefused: a cgroup v1 host, which
+	// cannot charge their buffers); limits then fails when the probe opens
+	// one.
+	InetDatagramsRefused bool
 	// Egress gives the probe sandbox the egress proxy; without it
 	// egress_refuses_private cannot be proved and fails.
 	Egress bool
+	// HostProblems, when set, says why this host cannot run sandboxes at
+	// all (a capability, the seccomp or AppArmor profile, the cgroup mount:
+	// the runtime's Config.HostProblems), each with its fix: while there
+	// are any, no probe is tried and each is a reason of its own.
+	HostProblems func() []string
 	// LimitProblems, when set, says why the runtime cannot enforce every
 	// limit (a cgroup controller not delegated); each fails limits with
 	// its words first (the runtime's LimitProblems).
@@ -118,6 +144,11 @@ type Deps struct {
 	// in a browser sandbox of its own: set it on a worker whose runtime has
 	// a browser. Nil: no browser check, and the report claims no browser.
 	Browser Browsers
+	// Image, when set, holds the image the self-test proves its checks in
+	// a second time (the worker's image sandboxes): the probe then runs in
+	// a sandbox of the host's view and in one of that image, which needs
+	// bash. Nil: no image sandbox is proved, and the report claims none.
+	Image func(ctx context.Context) (*sandbox.RootImage, error)
 	// ProcRoot is the host's /proc (default "/proc").
 	ProcRoot string
 	Logger   *slog.Logger
@@ -151,14 +182,11 @@ func SelfTest(ctx context.Context, d Deps) Result {
 		d.ProcRoot = "/proc"
 	}
 	start := d.Now()
-	obs := observe(ctx, d)
-	if obs.setup != "" && ctx.Err() == nil {
-		// The probe did not run (the runtime failed, not a property): that
-		// proves nothing either way, so try once more before reporting it.
-		d.Logger.Warn("self-test probe did not run; trying once more", "reason", obs.setup)
-		obs = observe(ctx, d)
-	}
+	obs := observeTwice(ctx, d, nil)
 	res := evaluate(obs)
+	if d.Image != nil && len(obs.host) == 0 {
+		res.Image = selfTestImage(ctx, d, &res)
+	}
 	res.CheckedAt, res.Duration = start, d.Now().Sub(start)
 	level := slog.LevelInfo
 	if !res.Passed {
@@ -167,6 +195,38 @@ func SelfTest(ctx context.Context, d Deps) Result {
 	d.Logger.Log(ctx, level, "self-test", "passed", res.Passed, "failed", failed(res.Checks), "not_run", res.NotRun,
 		"reasons", res.Reasons, "duration_ms", res.Duration.Milliseconds())
 	return res
+}
+
+// observeTwice observes (in an image sandbox when img is set), and once
+// more when the probe did not run: the runtime failed, not a property, and
+// that proves nothing either way.
+func observeTwice(ctx context.Context, d Deps, img func(context.Context) (*sandbox.RootImage, error)) *observation {
+	obs := observe(ctx, d, img)
+	if obs.setup != "" && len(obs.host) == 0 && ctx.Err() == nil {
+		d.Logger.Warn("self-test probe did not run; trying once more", "reason", obs.setup, "image", img != nil)
+		obs = observe(ctx, d, img)
+	}
+	return obs
+}
+
+// selfTestImage runs the checks in an image sandbox: their result, with
+// res made to fail (its reasons saying why) unless they all pass.
+func selfTestImage(ctx context.Context, d Deps, res *Result) *ImageResult {
+	var ref, digest string
+	held := func(ctx context.Context) (*sandbox.RootImage, error) {
+		img, err := d.Image(ctx)
+		if err == nil {
+			ref, digest = img.Ref, img.Digest
+		}
+		return img, err
+	}
+	r := evaluate(observeTwice(ctx, d, held))
+	out := &ImageResult{Ref: ref, Digest: digest, Checks: r.Checks, NotRun: r.NotRun, Passed: r.Passed}
+	for _, why := range r.Reasons {
+		res.Reasons = append(res.Reasons, trimReason("in an image sandbox: "+why))
+	}
+	res.Passed = res.Passed && r.Passed
+	return out
 }
 
 func (d Deps) logger() *slog.Logger {
@@ -179,7 +239,7 @@ func (d Deps) logger() *slog.Logger {
 // failed lists the checks that ran and failed, in display order.
 func failed(checks map[string]bool) []string {
 	var out []string
-	for _, c := range append(agentsandbox.Checks(), agentsandbox.CheckBrowser) {
+	for _, c := range append(agentsandbox.Checks(), agentsandbox.CheckCredentialsBrokered, agentsandbox.CheckBrowser) {
 		if ok, ran := checks[c]; ran && !ok {
 			out = append(out, c)
 		}

@@ -2,10 +2,13 @@ package worker
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -41,11 +44,26 @@ type fakeBox struct {
 	leaveProc  bool                          // a process survives the wipe
 	hostMount  bool                          // a writable host directory is mounted
 	fdUncapped bool                          // sandbox processes may open 20,000 files
-	failCreate error
-	// limitProblems are what the runtime says it cannot enforce.
+	// v1TCP, when set, makes the cgroup a v1 memory directory whose
+	// memory.kmem.tcp.limit_in_bytes is v1TCP ("absent": none).
+	v1TCP string
+	// datagramsRefused is Deps.InetDatagramsRefused (a cgroup v1 host).
+	datagramsRefused bool
+	failCreate       error
+	// limitProblems are what the runtime says it cannot enforce;
+	// hostProblems why the host cannot run sandboxes at all.
 	limitProblems []string
+	hostProblems  []string
+	creates       int
 	execArgv      []string
 	deleted       bool
+	// canary and value are the broker check's canary and the probe
+	// secret's value the sandbox was created with; brokerSends, when set,
+	// is what the fake broker puts in Authorization instead of "Bearer "
+	// and the value.
+	canary      *agentsandbox.EgressCanary
+	value       string
+	brokerSends string
 }
 
 func newFakeBox(tb testing.TB) *fakeBox {
@@ -95,15 +113,23 @@ func (f *fakeBox) addProc(pid int, cgroup string) {
 }
 
 func (f *fakeBox) Create(_ context.Context, opts sandbox.Options) (sandbox.Info, error) {
+	f.creates++
 	if f.failCreate != nil {
 		return sandbox.Info{}, f.failCreate
 	}
+	f.canary, f.value = opts.EgressCanary, opts.Secrets[probeSecret].Value
 	pids := strconv.Itoa(opts.Limits.Pids)
 	if f.cgroupPids != "" {
 		pids = f.cgroupPids
 	}
 	f.writeFile(filepath.Join(f.cg, "memory.max"), strconv.Itoa(opts.Limits.MemoryMB<<20)+"\n")
 	f.writeFile(filepath.Join(f.cg, "pids.max"), pids+"\n")
+	if f.v1TCP != "" {
+		f.writeFile(filepath.Join(f.cg, "memory.limit_in_bytes"), strconv.Itoa(opts.Limits.MemoryMB<<20)+"\n")
+		if f.v1TCP != "absent" {
+			f.writeFile(filepath.Join(f.cg, "memory.kmem.tcp.limit_in_bytes"), f.v1TCP+"\n")
+		}
+	}
 	f.writeFile(filepath.Join(f.cg, "cpu.max"), fmt.Sprintf("%d 100000\n", opts.Limits.CPUPercent*1000))
 	f.writeFile(filepath.Join(f.dir, "ctl.sock"), "")
 	f.addProc(4242, "/codes-sandbox/box1")
@@ -134,6 +160,9 @@ func (f *fakeBox) Exec(_ context.Context, id string, req agentsandbox.ExecReques
 	if f.leakEnv {
 		lines = append(lines, "OPENVIBE_TOKEN="+f.secret)
 	}
+	if f.canary != nil {
+		lines = append(lines, "broker_fetch "+f.brokerFetch())
+	}
 	if f.dialCanary {
 		if c, err := net.Dial("tcp", canary); err == nil {
 			c.Close()
@@ -151,6 +180,30 @@ func (f *fakeBox) Exec(_ context.Context, id string, req agentsandbox.ExecReques
 	}
 	io.WriteString(stdout, strings.Join(lines, "\n")+"\n")
 	return agentsandbox.ExecResult{}, nil
+}
+
+// brokerFetch does what the proxy does with the probe's request to the
+// secret's host: one GET to the canary over TLS verified against its
+// roots, with the value in Authorization (or brokerSends); it returns the
+// line the probe prints.
+func (f *fakeBox) brokerFetch() string {
+	auth := "Bearer " + f.value
+	if f.brokerSends != "" {
+		auth = f.brokerSends
+	}
+	tr := &http.Transport{
+		DialContext:     func(ctx context.Context, _, _ string) (net.Conn, error) { return f.canary.Dial(ctx) },
+		TLSClientConfig: &tls.Config{RootCAs: f.canary.Roots, ServerName: f.canary.Host},
+	}
+	defer tr.CloseIdleConnections()
+	req, _ := http.NewRequest(http.MethodGet, "https://"+f.canary.Host+"/", nil)
+	req.Header.Set("Authorization", auth)
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		return "failed " + err.Error()
+	}
+	resp.Body.Close()
+	return strconv.Itoa(resp.StatusCode) + " -"
 }
 
 func (f *fakeBox) Delete(context.Context, string) (sandbox.WipeReport, error) {
@@ -181,10 +234,12 @@ func goodProbeOutput(canary string) []string {
 		"proxy http " + canary + " 403", "proxy http 10.0.0.1:80 403",
 		"proxy http 169.254.169.254:80 403", "proxy connect 169.254.169.254:443 403",
 		"env-begin", "PATH=/usr/bin:/bin", "HOME=/workspace", "env-end", "environ_read 3",
+		"broker_env " + agentsandbox.SecretPlaceholderPrefix + "00ff", "broker_bundle 140 0 " + agentsandbox.SandboxCABundle,
+		"broker_refused 403 secret-host-mismatch",
 		"hostfiles checked",
 		"status CapInh 0000000000000000", "status CapPrm 0000000000000000", "status CapEff 0000000000000000",
 		"status CapBnd 0000000000000000", "status CapAmb 0000000000000000", "status NoNewPrivs 1", "status Seccomp 2",
-		"uid_map 1000 201000 1", "unshare 1", "cgroup 0::/", "fork-begin",
+		"uid_map 1000 201000 1", "unshare 1", "udp refused", "cgroup 0::/", "fork-begin",
 	}
 	for i := 1; i <= 25; i++ {
 		out = append(out, "spawned "+strconv.Itoa(i))
@@ -246,7 +301,8 @@ func runFake(t *testing.T, f *fakeBox, guard Guard, egressOn bool) Result {
 	res := SelfTest(context.Background(), Deps{
 		Sandboxes: f, Guard: guard, Inspect: f.inspect, CanaryDirs: []string{canaryDir},
 		Secrets: []string{f.secret}, MaxOpenFiles: 4096, Egress: egressOn, ProcRoot: f.proc, HostAddrs: testHostAddrs,
-		LimitProblems: func() []string { return f.limitProblems },
+		LimitProblems: func() []string { return f.limitProblems }, HostProblems: func() []string { return f.hostProblems },
+		InetDatagramsRefused: f.datagramsRefused,
 	})
 	if ents, _ := os.ReadDir(canaryDir); len(ents) != 0 {
 		t.Errorf("canary files left in %s", canaryDir)
@@ -254,11 +310,21 @@ func runFake(t *testing.T, f *fakeBox, guard Guard, egressOn bool) Result {
 	return res
 }
 
+// TestSelfTestPassesOnV1: on a cgroup v1 host a probe that cannot open a
+// UDP socket, in a cgroup whose TCP buffers are bounded, passes limits.
+func TestSelfTestPassesOnV1(t *testing.T) {
+	f := newFakeBox(t)
+	f.datagramsRefused, f.v1TCP = true, strconv.Itoa(probeLimits().MemoryMB<<20/4)
+	if res := runFake(t, f, nil, true); !res.Passed {
+		t.Fatalf("result = %+v, want every check passed", res)
+	}
+}
+
 func TestSelfTestPasses(t *testing.T) {
 	f := newFakeBox(t)
 	res := runFake(t, f, nil, true)
-	if !res.Passed || len(res.Reasons) != 0 || len(res.Checks) != len(agentsandbox.Checks()) {
-		t.Fatalf("result = %+v, want every check passed", res)
+	if !res.Passed || len(res.Reasons) != 0 || len(res.Checks) != len(agentsandbox.Checks())+1 || !res.Checks[agentsandbox.CheckCredentialsBrokered] {
+		t.Fatalf("result = %+v, want every check passed, credentials_brokered too", res)
 	}
 	for _, c := range agentsandbox.Checks() {
 		if !res.Checks[c] {
@@ -335,6 +401,19 @@ func TestSelfTestFailsWhenBroken(t *testing.T) {
 		{"WipeLeavesProcess", func(f *fakeBox) { f.leaveProc = true }, nil, false, []string{agentsandbox.CheckWipe}, "process 4242 of the sandbox"},
 		{"WritableHostMount", func(f *fakeBox) { f.hostMount = true }, nil, false, []string{agentsandbox.CheckNoHostFiles},
 			"the sandbox can write to /.sandbox (ext4)"},
+		{"UDPOpenOnV1", func(f *fakeBox) { f.datagramsRefused = true; f.edit = replace("udp", "udp opened") }, nil, false,
+			[]string{agentsandbox.CheckLimits}, `could open a UDP socket (["opened"]) on a cgroup v1 host`},
+		{"UDPNotProbedOnV1", func(f *fakeBox) {
+			f.datagramsRefused = true
+			f.edit = func(l []string) []string { return filterOut(l, "udp") }
+		}, nil, false,
+			[]string{agentsandbox.CheckLimits}, "could open a UDP socket ([]) on a cgroup v1 host"},
+		{"TCPUnboundedOnV1", func(f *fakeBox) { f.v1TCP = "absent" }, nil, false,
+			[]string{agentsandbox.CheckLimits}, "has no memory.kmem.tcp.limit_in_bytes"},
+		{"TCPLimitWrongOnV1", func(f *fakeBox) { f.v1TCP = "9223372036854771712" }, nil, false,
+			[]string{agentsandbox.CheckLimits}, "memory.kmem.tcp.limit_in_bytes) is 9223372036854771712, want"},
+		{"BrokerSendsPlaceholder", func(f *fakeBox) { f.brokerSends = "Bearer " + agentsandbox.SecretPlaceholderPrefix + "00ff" }, nil, false, nil,
+			"credentials_brokered: the TLS canary received the placeholder, not the value"},
 		{"DescriptorsUncapped", func(f *fakeBox) { f.fdUncapped = true }, nil, false, []string{agentsandbox.CheckLimits},
 			"sandbox process 4242 may open 20000 files (hard 20000), not 4096"},
 	}
@@ -397,6 +476,7 @@ func TestSelfTestNotRun(t *testing.T) {
 					wantNotRun = append(wantNotRun, c)
 				}
 			}
+			wantNotRun = append(wantNotRun, agentsandbox.CheckCredentialsBrokered) // with egress
 			if res.Passed || !slices.Equal(res.NotRun, wantNotRun) || len(res.Checks) != len(tc.ran) {
 				t.Fatalf("passed %v, not run %v, checks %v; want not run %v", res.Passed, res.NotRun, res.Checks, wantNotRun)
 			}
@@ -409,6 +489,23 @@ func TestSelfTestNotRun(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSelfTestHostProblems: on a host that cannot run sandboxes no probe is
+// tried (nor tried again): every check is not run, and each of the host's
+// problems is a reason of its own, whole, right after the first.
+func TestSelfTestHostProblems(t *testing.T) {
+	f := newFakeBox(t)
+	f.hostProblems = []string{"the worker lacks CAP_SYS_ADMIN (…): add it", "/proc is masked (…): unmask it"}
+	res := runFake(t, f, nil, true)
+	if res.Passed || len(res.Checks) != 0 || len(res.NotRun) != len(agentsandbox.Checks()) || f.creates != 0 {
+		t.Fatalf("passed %v, checks %v, not run %v, %d creates: want nothing run", res.Passed, res.Checks, res.NotRun, f.creates)
+	}
+	want := append([]string{"the probe could not run: this host cannot run sandboxes; each reason below names what is missing and the fix"},
+		f.hostProblems...)
+	if !slices.Equal(res.Reasons[:3], want) {
+		t.Errorf("reasons %q, want them to start %q", res.Reasons, want)
 	}
 }
 
@@ -489,5 +586,86 @@ func TestEvaluateBrowser(t *testing.T) {
 				t.Fatal("the self-test passed with the browser's reason")
 			}
 		})
+	}
+}
+
+// TestJudgeCredentialsBrokered: the broker check passes only on the whole
+// evidence, and each missing piece is its own reason.
+func TestJudgeCredentialsBrokered(t *testing.T) {
+	const value = "probe-secret-0123"
+	good := map[string][]string{
+		"broker_env":     {agentsandbox.SecretPlaceholderPrefix + "00ff"},
+		"broker_bundle":  {"140 0 " + agentsandbox.SandboxCABundle},
+		"broker_refused": {"403 secret-host-mismatch"},
+		"broker_fetch":   {"200 -"},
+	}
+	with := func(k, v string) map[string][]string {
+		m := maps.Clone(good)
+		m[k] = []string{v}
+		return m
+	}
+	seen := func(host, sni string, auth ...string) []canaryRequest {
+		return []canaryRequest{{host: host, sni: sni, auth: auth}}
+	}
+	goodSeen := seen(probeSecretHost, probeSecretHost, "Bearer "+value)
+	for _, tc := range []struct {
+		name  string
+		lines map[string][]string
+		out   string
+		seen  []canaryRequest
+		files []string
+		want  string
+	}{
+		{"OK", good, "env PROBE_SECRET=agentsandbox-secret-00ff", goodSeen, nil, ""},
+		{"ErrValueInside", good, "PROBE_SECRET=" + value, goodSeen, nil, "the probe secret's value is visible inside the sandbox"},
+		{"ErrNoPlaceholder", with("broker_env", value), "", goodSeen, nil, "the probe secret's variable holds"},
+		{"ErrKeyInBundle", with("broker_bundle", "140 1 "+agentsandbox.SandboxCABundle), "", goodSeen, nil, "trust bundle is not as it must be"},
+		{"ErrNoCAVariable", with("broker_bundle", "140 0 unset"), "", goodSeen, nil, "trust bundle is not as it must be"},
+		{"ErrNotRefused", with("broker_refused", "502 dial-failed"), "", goodSeen, nil, `the proxy answered "502 dial-failed"`},
+		{"ErrCanaryNothing", with("broker_fetch", "502 upstream-certificate"), "", nil, nil, `received no request: the proxy did not pass the probe's request on (the probe got "502 upstream-certificate")`},
+		{"ErrCanaryPlaceholder", good, "", seen(probeSecretHost, probeSecretHost, "Bearer "+agentsandbox.SecretPlaceholderPrefix+"00ff"), nil, "received the placeholder, not the value"},
+		{"ErrCanaryWrongValue", good, "", seen(probeSecretHost, probeSecretHost, "Bearer x"+value), nil, "not exactly the probe secret's"},
+		{"ErrCanaryTwoValues", good, "", seen(probeSecretHost, probeSecretHost, "Bearer "+value, "Bearer "+value), nil, "received 2 Authorization value(s)"},
+		{"ErrCanaryOtherName", good, "", seen("other.invalid", probeSecretHost, "Bearer "+value), nil, `a request for "other.invalid"`},
+		{"ErrCanaryTwice", good, "", append(slices.Clone(goodSeen), goodSeen...), nil, "received 2 requests"},
+		{"ErrFetchFailed", with("broker_fetch", "502 upstream"), "", goodSeen, nil, `got "502 upstream", not 200`},
+		{"ErrFileHoldsValue", good, "", goodSeen, []string{"the sandbox's file /x holds the probe secret's value"}, "/x holds the probe secret's value"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := judgeCredentialsBrokered(&observation{brokerValue: value, lines: tc.lines, out: tc.out, brokerSeen: tc.seen, brokerFiles: tc.files})
+			if (got == "") != (tc.want == "") || !strings.Contains(got, tc.want) {
+				t.Fatalf("got %q, want %q", got, tc.want)
+			}
+			if strings.Contains(got, value) {
+				t.Fatalf("the reason shows the value: %q", got)
+			}
+		})
+	}
+}
+
+// TestEvaluateBrokerNotRun: a broker check whose canary could not start is
+// not run, with why; never passed.
+func TestEvaluateBrokerNotRun(t *testing.T) {
+	res := evaluate(&observation{brokerValue: "v", brokerNR: "cannot start the TLS canary: no", lines: map[string][]string{}})
+	if _, ran := res.Checks[agentsandbox.CheckCredentialsBrokered]; ran || !slices.Contains(res.NotRun, agentsandbox.CheckCredentialsBrokered) ||
+		!slices.Contains(res.Reasons, "credentials_brokered: not run: cannot start the TLS canary: no") || res.Passed {
+		t.Fatalf("result %+v", res)
+	}
+}
+
+// TestScanForSecrets: the host-side search of a sandbox's files finds the
+// value and private keys, names the file, never the value.
+func TestScanForSecrets(t *testing.T) {
+	dir := t.TempDir()
+	for name, data := range map[string]string{"clean": "nothing", "a/value": "x probe-secret-42 y", "b/key": "-----BEGIN EC PRIVATE KEY-----"} {
+		os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755)
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := scanForSecrets([]string{dir}, "probe-secret-42")
+	want := []string{"the sandbox's file " + dir + "/a/value holds the probe secret's value", "the sandbox's file " + dir + "/b/key holds a private key"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %q, want %q", got, want)
 	}
 }

@@ -21,10 +21,19 @@ type SelfTester struct {
 	run  sync.Mutex // one self-test at a time
 	mu   sync.Mutex
 	last *Result
+	// ended is when the last self-test ended (by Deps.Now); kept is closed,
+	// and replaced, each time a result is kept.
+	ended time.Time
+	kept  chan struct{}
 }
 
 // NewSelfTester returns a SelfTester for deps.
-func NewSelfTester(deps Deps) *SelfTester { return &SelfTester{deps: deps} }
+func NewSelfTester(deps Deps) *SelfTester {
+	if deps.Now == nil {
+		deps.Now = time.Now
+	}
+	return &SelfTester{deps: deps, kept: make(chan struct{})}
+}
 
 // Run runs a self-test now (after any running one finishes), keeps it as the
 // last result and returns it.
@@ -34,7 +43,9 @@ func (s *SelfTester) Run(ctx context.Context) Result {
 	res := SelfTest(ctx, s.deps)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.last = &res
+	s.last, s.ended = &res, s.deps.Now()
+	close(s.kept)
+	s.kept = make(chan struct{})
 	return res
 }
 
@@ -54,23 +65,54 @@ func (s *SelfTester) Last() *Result {
 // fact is not registered with Live until it can.
 const RetryFailed = 30 * time.Second
 
-// Every runs a self-test every interval, or every RetryFailed while the last
-// one failed, until ctx is done (the first one after a wait: run one at start
-// with Run). sleep is the clock (nil: a timer).
+// Every runs a self-test interval after the last one ended, or RetryFailed
+// after one that failed, until ctx is done (the first one after a wait: run
+// one at start with Run). Whoever ran the last one counts: a self-test run
+// on demand (Run) while Every waits ends the wait, and the next wait is
+// chosen from that result, so a failure in the middle of a long wait is
+// retried RetryFailed after it, not when the long wait would have ended.
+// sleep waits on the clock of Deps.Now and returns ctx's error when ctx
+// ends first (nil: a timer).
 func (s *SelfTester) Every(ctx context.Context, interval time.Duration, sleep func(context.Context, time.Duration) error) {
 	if sleep == nil {
 		sleep = sleepTimer
 	}
-	for sleep(ctx, s.next(interval)) == nil {
+	start := s.deps.Now()
+	for ctx.Err() == nil {
+		wait, kept := s.next(interval, start)
+		if wait > 0 {
+			wctx, cancel := context.WithCancel(ctx)
+			go func() {
+				select {
+				case <-kept: // a result arrived meanwhile: choose again
+					cancel()
+				case <-wctx.Done():
+				}
+			}()
+			err := sleep(wctx, wait)
+			cancel()
+			if err != nil {
+				continue
+			}
+		}
 		s.Run(ctx)
 	}
 }
 
-func (s *SelfTester) next(interval time.Duration) time.Duration {
-	if last := s.Last(); last != nil && !last.Passed {
-		return min(interval, RetryFailed)
+// next is how long Every waits from now for the next self-test (0 or less:
+// none), and the channel closed when a result arrives before that; start
+// is when Every began, which counts as the last end before any result.
+func (s *SelfTester) next(interval time.Duration, start time.Time) (time.Duration, <-chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	from, gap := start, interval
+	if s.last != nil {
+		from = s.ended
+		if !s.last.Passed {
+			gap = min(interval, RetryFailed)
+		}
 	}
-	return interval
+	return from.Add(gap).Sub(s.deps.Now()), s.kept
 }
 
 // GlobInspector returns a Deps.Inspect that finds a sandbox on the host by

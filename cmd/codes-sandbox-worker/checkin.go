@@ -90,17 +90,36 @@ type fileConfig struct {
 	StateDir     string         `json:"state_dir,omitempty"`
 	TLSCertFile  string         `json:"tls_cert_file,omitempty"`
 	TLSKeyFile   string         `json:"tls_key_file,omitempty"`
-	// MetricsListen, EgressDefault, EgressDeny, EgressResolver and
-	// EgressMaxPolicy are the file's --metrics-listen, --egress-default,
-	// --egress-deny (flags add to it), --egress-resolver and
-	// --egress-max-policy.
-	MetricsListen   string   `json:"metrics_listen,omitempty"`
-	EgressDefault   string   `json:"egress_default,omitempty"`
-	EgressDeny      []string `json:"egress_deny,omitempty"`
-	EgressResolver  string   `json:"egress_resolver,omitempty"`
-	EgressMaxPolicy int      `json:"egress_max_policy,omitempty"`
+	// MetricsListen, EgressDefault, EgressDeny, EgressHostAddresses,
+	// EgressResolver and EgressMaxPolicy are the file's --metrics-listen,
+	// --egress-default, --egress-deny and --egress-host-address (flags add
+	// to them), --egress-resolver and --egress-max-policy.
+	MetricsListen       string   `json:"metrics_listen,omitempty"`
+	EgressDefault       string   `json:"egress_default,omitempty"`
+	EgressDeny          []string `json:"egress_deny,omitempty"`
+	EgressHostAddresses []string `json:"egress_host_addresses,omitempty"`
+	EgressResolver      string   `json:"egress_resolver,omitempty"`
+	EgressMaxPolicy     int      `json:"egress_max_policy,omitempty"`
 	// Browser is the file's --browser (auto, on or off).
 	Browser string `json:"browser,omitempty"`
+	// Overcommit is the file's --overcommit (either one is enough).
+	Overcommit bool `json:"overcommit,omitempty"`
+	// PreviewListen and PreviewBaseURL are the file's --preview-listen and
+	// --preview-base-url.
+	PreviewListen  string `json:"preview_listen,omitempty"`
+	PreviewBaseURL string `json:"preview_base_url,omitempty"`
+	// The image store's flags: --image-registry and
+	// --image-registry-insecure (flags add to them), --image-auth-file,
+	// --image-dir,
+	// --image-cache-mb, --pool-image (REF=N; flags add to them) and
+	// --selftest-image.
+	ImageRegistries         []string `json:"image_registries,omitempty"`
+	ImageRegistriesInsecure []string `json:"image_registries_insecure,omitempty"`
+	ImageAuthFile           string   `json:"image_auth_file,omitempty"`
+	ImageDir                string   `json:"image_dir,omitempty"`
+	ImageCacheMB            int      `json:"image_cache_mb,omitempty"`
+	PoolImages              []string `json:"pool_images,omitempty"`
+	SelfTestImage           string   `json:"selftest_image,omitempty"`
 }
 
 func loadConfig(path string) (fileConfig, error) {
@@ -231,7 +250,7 @@ func checkinCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr 
 		return 2
 	}
 	log := newLogger(stderr)
-	sf.pool = 0 // one self-test: nothing to start ahead
+	sf.pool, sf.poolBrowser = optionalInt{n: 0, set: true}, 0 // one self-test: nothing to start ahead
 	stc, err := sf.config(fc, 1)
 	if err != nil {
 		fmt.Fprintf(stderr, "codes-sandbox checkin: %v\n", err)

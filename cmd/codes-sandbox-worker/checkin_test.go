@@ -109,8 +109,23 @@ func TestLoadConfig(t *testing.T) {
 	if _, err := loadConfig(bad); err == nil || !strings.Contains(err.Error(), "unknown field") {
 		t.Fatalf("unknown field: err = %v", err)
 	}
-	if _, err := loadConfig("../../deploy/codes-sandbox.example.json"); err != nil {
+}
+
+// TestExampleConfig: the packaged example config loads, and the only files
+// it names are the two an operator must write (the API token and the
+// service token): an optional file (live_ca_file, tls_*) is left empty,
+// its default, so that the example works once those two exist.
+func TestExampleConfig(t *testing.T) {
+	fc, err := loadConfig("../../deploy/codes-sandbox.example.json")
+	if err != nil {
 		t.Fatalf("the example config: %v", err)
+	}
+	if fc.APITokenFile == "" || len(fc.CheckIns) == 0 || fc.CheckIns[0].ServiceTokenFile == "" {
+		t.Errorf("the example names no API or service token file: %+v", fc)
+	}
+	if fc.LiveCAFile != "" || fc.TLSCertFile != "" || fc.TLSKeyFile != "" {
+		t.Errorf("the example names optional files an operator may not have: live_ca_file %q, tls_cert_file %q, tls_key_file %q",
+			fc.LiveCAFile, fc.TLSCertFile, fc.TLSKeyFile)
 	}
 }
 

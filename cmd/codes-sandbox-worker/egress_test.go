@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net"
 	"net/netip"
 	"strings"
 	"testing"
+
+	"github.com/miekg/dns"
 )
 
 // literalOnly is a resolver for tests: it knows only public.test and fails
@@ -46,6 +49,10 @@ func TestEgressCheck(t *testing.T) {
 		{"AllowUnlisted", []string{"--allow", "pypi.org", "nowhere.test:443"}, 1, "policy-denied", []string{}},
 		{"DenyWins", []string{"--allow", "*.test", "--deny", "public.test", "public.test:443"}, 1, "policy-denied", []string{}},
 		{"DenyInPublicMode", []string{"--deny", "nowhere.test", "nowhere.test:443"}, 1, "policy-denied", []string{}},
+		// An address or range denied refuses the names that resolve to it.
+		{"DenyAddressOfName", []string{"--deny", "93.184.216.34", "public.test:443"}, 1, "policy-denied", []string{"93.184.216.34"}},
+		{"DenyRangeOfName", []string{"--allow", "public.test", "--deny", "93.184.216.0/24:80", "public.test:80"}, 1, "policy-denied", []string{"93.184.216.34"}},
+		{"DenyRangeOtherPort", []string{"--deny", "93.184.216.0/24:80", "public.test:443"}, 0, "ok", []string{"93.184.216.34"}},
 		{"AllowLiteralNotListed", []string{"--allow", "public.test", "93.184.216.34:443"}, 1, "policy-denied", []string{}},
 		{"SNIMatches", []string{"--allow", "public.test", "--sni", "public.test", "public.test:443"}, 0, "ok", []string{"93.184.216.34"}},
 		{"SNIFronted", []string{"--allow", "public.test", "--sni", "other.example", "public.test:443"}, 1, "sni-mismatch", []string{"93.184.216.34"}},
@@ -53,7 +60,15 @@ func TestEgressCheck(t *testing.T) {
 		{"SNIUncheckedInPublicMode", []string{"--sni", "other.example", "public.test:443"}, 0, "ok", []string{"93.184.216.34"}},
 		{"BadPattern", []string{"--allow", "a.*.test", "public.test:443"}, 2, `allow[0]: "a.*.test": a wildcard is only`, nil},
 		{"PatternPortNotAllowed", []string{"--allow", "public.test:8080", "public.test:443"}, 2, "port 8080 is not one of", nil},
-		{"BadResolver", []string{"--resolver", "dns.example:53", "public.test:443"}, 2, "want an IP address and port", nil},
+		{"BadResolver", []string{"--resolver", "dns.example:53", "public.test:443"}, 2, `--resolver "dns.example:53": want an IP address and port`, nil},
+		// The target: anything but HOST:PORT is a usage error, not a verdict.
+		{"NoPort", []string{"pypi.org"}, 2, `"pypi.org" is not HOST:PORT; give HOST:PORT, e.g. pypi.org:443`, nil},
+		{"URL", []string{"https://pypi.org"}, 2, `"https://pypi.org" is a URL or a path, not HOST:PORT`, nil},
+		{"URLWithPort", []string{"http://pypi.org:80/simple"}, 2, "is a URL or a path", nil},
+		{"PortNotANumber", []string{"pypi.org:https"}, 2, `the port "https" is not a number from 1 to 65535`, nil},
+		{"PortTooLarge", []string{"pypi.org:65536"}, 2, `the port "65536" is not a number`, nil},
+		{"PortZero", []string{"pypi.org:0"}, 2, `the port "0" is not a number`, nil},
+		{"NoHost", []string{":443"}, 2, `":443" is not HOST:PORT`, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errb bytes.Buffer
@@ -93,6 +108,8 @@ func TestEgressCmdUsage(t *testing.T) {
 		{"None", nil, 2, "", "usage: codes-sandbox egress COMMAND"},
 		{"Help", []string{"--help"}, 0, "usage: codes-sandbox egress COMMAND", ""},
 		{"CheckHelp", []string{"check", "--help"}, 0, "-ports", ""},
+		{"CheckHelpSaysNamesAreResolved", []string{"check", "--help"}, 0, "a name the policy lets through is resolved", ""},
+		{"ListSaysNamesAreResolved", []string{"--help"}, 0, "a name is resolved; nothing is connected to", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errb bytes.Buffer
@@ -102,5 +119,35 @@ func TestEgressCmdUsage(t *testing.T) {
 				t.Fatalf("exit %d stdout %q stderr %q, want %d, %q and %q", code, out.String(), errb.String(), tc.code, tc.wantOut, tc.wantErr)
 			}
 		})
+	}
+}
+
+// TestEgressCheckResolverNamed: a name that does not resolve is refused
+// with a detail naming the DNS server --resolver gave, the one really
+// asked (a server on this test's loopback that fails every query), not the
+// host's.
+func TestEgressCheckResolverNamed(t *testing.T) {
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
+		m := new(dns.Msg)
+		m.SetRcode(r, dns.RcodeServerFailure)
+		_ = w.WriteMsg(m)
+	})}
+	go func() { _ = srv.ActivateAndServe() }()
+	defer srv.Shutdown()
+	asked := pc.LocalAddr().String()
+	var out, errb bytes.Buffer
+	if code := egressCheck(context.Background(), []string{"--resolver", asked, "nowhere.test:443"}, nil, &out, &errb); code != 1 {
+		t.Fatalf("exit %d, want 1 (stdout %q stderr %q)", code, out.String(), errb.String())
+	}
+	var got struct{ Reason, Detail string }
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatalf("stdout %q: %v", out.String(), err)
+	}
+	if got.Reason != "resolve-failed" || !strings.Contains(got.Detail, "on "+asked+":") {
+		t.Fatalf("verdict %+v, want resolve-failed naming %s", got, asked)
 	}
 }

@@ -23,21 +23,41 @@ func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
 // egressResolver is the resolver the guard asks: addr's DNS server (a
 // literal host:port, e.g. a public recursive resolver instead of the
-// host's internal one), or the system's when addr is empty. Errors: addr
-// is not a literal address and port.
+// host's internal one), or the system's when addr is empty. A lookup's
+// error names the server asked (Go's would name the system's). Errors:
+// addr is not a literal address and port (the caller names its flag).
 func egressResolver(addr string) (egress.Resolver, error) {
 	if addr == "" {
 		return net.DefaultResolver, nil
 	}
 	ap, err := netip.ParseAddrPort(addr)
 	if err != nil {
-		return nil, fmt.Errorf("--egress-resolver %q: want an IP address and port, e.g. 9.9.9.9:53 or [2620:fe::fe]:53", addr)
+		return nil, fmt.Errorf("%q: want an IP address and port, e.g. 9.9.9.9:53 or [2620:fe::fe]:53", addr)
 	}
 	server := ap.String()
-	return &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+	return askedResolver{server: server, r: &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
 		var d net.Dialer
 		return d.DialContext(ctx, network, server)
-	}}, nil
+	}}}, nil
+}
+
+// askedResolver resolves with r, which asks server alone, and makes a
+// failed lookup's error name server: net.Resolver's names the system's
+// nameserver it meant to dial, not the one its Dial really asked.
+type askedResolver struct {
+	r      *net.Resolver
+	server string
+}
+
+// LookupNetIP implements egress.Resolver.
+func (a askedResolver) LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error) {
+	addrs, err := a.r.LookupNetIP(ctx, network, host)
+	if dnsErr, ok := err.(*net.DNSError); ok {
+		named := *dnsErr
+		named.Server = a.server
+		return addrs, &named
+	}
+	return addrs, err
 }
 
 // egressDefault parses --egress-default. Errors: neither none nor public.

@@ -30,11 +30,13 @@ import (
 // commands are the subcommands, in the order the usage lists them.
 func commands() []cli.Command {
 	return []cli.Command{
-		{Name: "run", Summary: runcmd.Summary, Run: runcmd.Run},
+		{Name: "run", Summary: runcmd.Summary, Run: runCmd},
 		{Name: "serve", Summary: "run the worker: API for Codes, egress proxy, self-test, check-in loop", Run: serveCmd},
 		{Name: "selftest", Summary: "prove each isolation fact in a real sandbox", Run: selftestCmd},
 		{Name: "checkin", Summary: "check in with Live once and print its answer", Run: checkinCmd},
 		{Name: "egress", Summary: "egress tools: `egress check HOST:PORT`", Run: egressCmd},
+		{Name: "mcp", Summary: "serve the worker's MCP tools over stdio for a local agent host", Run: mcpCmd},
+		{Name: "probe", Summary: "ask the running worker whether it is live or ready (a container's probes)", Run: probeCmd},
 	}
 }
 

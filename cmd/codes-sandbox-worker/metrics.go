@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"openvibe.network/agentsandbox/internal/buildinfo"
@@ -206,10 +207,19 @@ func (m *workerMetrics) meterTargets(ts []worker.Target) []worker.Target {
 }
 
 // serveMetrics serves reg at /metrics on ln, without the API's token (keep
-// it on loopback or behind a firewall); served gets the server's end.
-func serveMetrics(reg *metrics.Registry, ln net.Listener, log *slog.Logger) (*http.Server, <-chan error) {
+// it on loopback or behind a firewall), and with withPprof Go's profiles
+// at /debug/pprof/ (serve checks that ln is then on loopback); served gets
+// the server's end.
+func serveMetrics(reg *metrics.Registry, ln net.Listener, withPprof bool, log *slog.Logger) (*http.Server, <-chan error) {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", reg.Handler())
+	if withPprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
 		http.Error(w, "metrics are at /metrics", http.StatusNotFound)
 	})
@@ -217,7 +227,7 @@ func serveMetrics(reg *metrics.Registry, ln net.Listener, log *slog.Logger) (*ht
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	log.Info("serving metrics", "addr", ln.Addr().String())
+	log.Info("serving metrics", "addr", ln.Addr().String(), "pprof", withPprof)
 	return srv, served
 }
 
@@ -235,4 +245,19 @@ func listenMetrics(addr string, log *slog.Logger) (net.Listener, error) {
 		log.Warn("the metrics listener is not on loopback: they are served without a token", "addr", ln.Addr().String())
 	}
 	return ln, nil
+}
+
+// checkPprof refuses --pprof without a metrics listener or with one off
+// loopback: the profiles (a command line, stacks, heap contents' shapes)
+// are served without a token. Errors: say which flag to give.
+func checkPprof(on bool, ln net.Listener) error {
+	switch {
+	case !on:
+		return nil
+	case ln == nil:
+		return errors.New("--pprof serves Go's profiles on the metrics listener: give --metrics-listen 127.0.0.1:PORT too")
+	case !isLoopback(ln.Addr()):
+		return fmt.Errorf("--pprof needs the metrics listener on loopback, and it is on %s: give --metrics-listen 127.0.0.1:PORT", ln.Addr())
+	}
+	return nil
 }

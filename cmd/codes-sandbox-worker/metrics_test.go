@@ -77,7 +77,7 @@ func TestMetricsServed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, _ := serveMetrics(reg, ln, slog.New(slog.DiscardHandler))
+	srv, _ := serveMetrics(reg, ln, false, slog.New(slog.DiscardHandler))
 	defer srv.Close()
 	resp, err := http.Get("http://" + ln.Addr().String() + "/metrics")
 	if err != nil {
@@ -130,3 +130,53 @@ func promtoolPath(t *testing.T) string {
 	}
 	return strings.TrimSpace(string(out))
 }
+
+// TestPprofOnLoopbackOnly: --pprof needs a metrics listener, on loopback,
+// and then serves the profiles there; without it they are not served.
+func TestPprofOnLoopbackOnly(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	for _, tc := range []struct {
+		name string
+		on   bool
+		ln   net.Listener
+		ok   bool
+	}{
+		{"OK", true, ln, true},
+		{"OKOff", false, nil, true},
+		{"ErrNoListener", true, nil, false},
+		{"ErrNotLoopback", true, fakeListener{&net.TCPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 9100}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := checkPprof(tc.on, tc.ln); (err == nil) != tc.ok {
+				t.Errorf("checkPprof(%v) = %v, want ok %v", tc.on, err, tc.ok)
+			}
+		})
+	}
+	for _, on := range []bool{true, false} {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv, _ := serveMetrics(metrics.NewRegistry(), l, on, slog.New(slog.DiscardHandler))
+		resp, err := http.Get("http://" + l.Addr().String() + "/debug/pprof/cmdline")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		srv.Close()
+		if want := map[bool]int{true: 200, false: 404}[on]; resp.StatusCode != want {
+			t.Errorf("pprof %v: GET /debug/pprof/cmdline answered %d, want %d", on, resp.StatusCode, want)
+		}
+	}
+}
+
+// fakeListener is a listener that only has an address.
+type fakeListener struct{ addr net.Addr }
+
+func (f fakeListener) Accept() (net.Conn, error) { return nil, net.ErrClosed }
+func (f fakeListener) Close() error              { return nil }
+func (f fakeListener) Addr() net.Addr            { return f.addr }

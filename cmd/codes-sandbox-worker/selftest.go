@@ -29,7 +29,7 @@ func selftestCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr
 	if *verbose {
 		logOut = stderr
 	}
-	sf.pool = 0 // one self-test: nothing to start ahead
+	sf.pool, sf.poolBrowser = optionalInt{n: 0, set: true}, 0 // one self-test: nothing to start ahead
 	cfg, err := sf.config(fileConfig{}, 1)
 	if err != nil {
 		fmt.Fprintf(stderr, "codes-sandbox selftest: %v\n", err)
@@ -58,8 +58,10 @@ func printTable(w io.Writer, res worker.Result) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "CHECK\tRESULT")
 	checks := agentsandbox.Checks()
-	if _, ran := res.Checks[agentsandbox.CheckBrowser]; ran || slices.Contains(res.NotRun, agentsandbox.CheckBrowser) {
-		checks = append(checks, agentsandbox.CheckBrowser)
+	for _, c := range []string{agentsandbox.CheckCredentialsBrokered, agentsandbox.CheckBrowser} {
+		if _, ran := res.Checks[c]; ran || slices.Contains(res.NotRun, c) {
+			checks = append(checks, c)
+		}
 	}
 	for _, c := range checks {
 		r := "FAIL"

@@ -18,9 +18,12 @@ import (
 	"time"
 
 	"openvibe.network/agentsandbox"
+	"openvibe.network/agentsandbox/client"
 	"openvibe.network/agentsandbox/internal/cli"
+	"openvibe.network/agentsandbox/internal/memlisten"
 	"openvibe.network/agentsandbox/internal/metrics"
 	"openvibe.network/agentsandbox/internal/tlsfiles"
+	"openvibe.network/agentsandbox/mcpserver"
 	"openvibe.network/agentsandbox/sandbox"
 	"openvibe.network/agentsandbox/worker"
 	"openvibe.network/agentsandbox/worker/httpapi"
@@ -34,9 +37,11 @@ type serveOptions struct {
 	listen, addrFile, apiTokenFile string
 	tlsCertFile, tlsKeyFile        string
 	metricsListen, egressDefault   string
+	previewListen, previewBaseURL  string
 	capacity, maxUploadMB          int
 	selfTestEvery, checkInEvery    time.Duration
 	shutdownTimeout                time.Duration
+	pprof                          bool
 	checkIns                       checkInFlags
 	stack                          stackFlags
 }
@@ -52,7 +57,7 @@ func serveCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	fs := cli.NewFlagSet("codes-sandbox serve", `--api-token-file FILE [--listen ADDR] [--capacity N] [--state-dir DIR]
          [--live-url URL --stream ID --subject PERSON_ID --service-token-file FILE]... [--config FILE]
          [--metrics-listen ADDR] [--egress-default none|public] [--egress-deny PATTERN]... [--egress-resolver IP:PORT]
-         [--tls-cert-file FILE --tls-key-file FILE]`, serveHelp)
+         [--egress-host-address ADDR]... [--tls-cert-file FILE --tls-key-file FILE] [--preview-listen ADDR [--preview-base-url URL]]`, serveHelp)
 	fs.StringVar(&o.listen, "listen", "", "address of the API for OpenVibe.Codes, port 0 picks a free one (default "+defaultListen+")")
 	fs.StringVar(&o.addrFile, "addr-file", "", "write the address actually listened on to this file once listening")
 	fs.StringVar(&o.apiTokenFile, "api-token-file", "", "file holding the API's bearer token (required)")
@@ -64,51 +69,112 @@ func serveCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	fs.DurationVar(&o.checkInEvery, "checkin-interval", worker.DefaultCheckInInterval, "how often to check in with Live (±20% jitter)")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long a shutdown waits for API requests in flight")
 	fs.StringVar(&o.metricsListen, "metrics-listen", "", "`ADDR` to serve Prometheus metrics on at /metrics, without the API token (default: none; keep it on loopback)")
+	fs.StringVar(&o.previewListen, "preview-listen", "", "`ADDR` to serve the sandboxes' preview URLs on (default: none; see --preview-base-url)")
+	fs.StringVar(&o.previewBaseURL, "preview-base-url", "", "`URL` browsers reach --preview-listen by, with {port} and {id} in its host name, one origin per sandbox port (default on loopback: http://{port}-{id}.localhost:PORT)")
+	fs.BoolVar(&o.pprof, "pprof", false, "serve Go's profiles and execution traces (net/http/pprof) at /debug/pprof/ on --metrics-listen, which must be on loopback (for profiling; see docs/benchmarks.md)")
 	fs.StringVar(&o.egressDefault, "egress-default", "", "egress policy of a sandbox created without one: none or public (default public)")
 	o.checkIns.register(fs)
 	o.stack.register(fs)
 	if code, ok := cli.Parse(fs, args, 0, 0, stdout, stderr); !ok {
 		return code
 	}
-	if o.maxUploadMB < 1 {
-		fmt.Fprintf(stderr, "codes-sandbox serve: --max-upload-mb is %d; give at least 1\n", o.maxUploadMB)
-		return 2
-	}
-	if setFlags(fs)["capacity"] && (o.capacity < 1 || o.capacity > sandbox.MaxCapacity) {
-		fmt.Fprintf(stderr, "codes-sandbox serve: --capacity is %d; give 1 to %d\n", o.capacity, sandbox.MaxCapacity)
+	if err := o.check(setFlags(fs)); err != nil {
+		fmt.Fprintf(stderr, "codes-sandbox serve: %v\n", err)
 		return 2
 	}
 	log := newLogger(stderr)
 	if err := serve(ctx, o, log); err != nil {
+		var ce configError
+		if errors.As(err, &ce) {
+			fmt.Fprintf(stderr, "codes-sandbox serve: %v\n", ce.err)
+			return 2
+		}
 		log.Error("serve failed", "err", err.Error())
 		return 1
 	}
 	return 0
 }
 
+// check checks the flags' values that need nothing else; set are the flags
+// given.
+func (o serveOptions) check(set map[string]bool) error {
+	switch {
+	case o.maxUploadMB < 1:
+		return fmt.Errorf("--max-upload-mb is %d; give at least 1", o.maxUploadMB)
+	case set["capacity"] && (o.capacity < 1 || o.capacity > sandbox.MaxCapacity):
+		return fmt.Errorf("--capacity is %d; give 1 to %d", o.capacity, sandbox.MaxCapacity)
+	case o.selfTestEvery < time.Second:
+		return fmt.Errorf("--selftest-interval is %v; give at least 1s", o.selfTestEvery)
+	case o.checkInEvery < time.Second:
+		return fmt.Errorf("--checkin-interval is %v; give at least 1s", o.checkInEvery)
+	case o.shutdownTimeout < 0:
+		return fmt.Errorf("--shutdown-timeout is %v; give 0 or more", o.shutdownTimeout)
+	}
+	return nil
+}
+
+// configError is an error in what the operator gave (a flag's value, the
+// config file, a file either names): serve prints it as one plain line and
+// exits 2, as for a bad flag, instead of logging it.
+type configError struct{ err error }
+
+func (e configError) Error() string { return e.err.Error() }
+func (e configError) Unwrap() error { return e.err }
+
+// serveConfig is what serve reads and checks before it starts anything.
+type serveConfig struct {
+	fc            fileConfig
+	token         string
+	targets       []worker.Target
+	tokens        []string
+	cert          *tlsfiles.Certificate
+	defaultPolicy agentsandbox.EgressPolicy
+	stack         stackConfig
+}
+
+// load reads and checks everything serve needs from the flags, the config
+// file and the files they name (values first, then files); its errors are
+// configErrors.
+func (o serveOptions) load() (serveConfig, error) {
+	var c serveConfig
+	var err error
+	if c.fc, err = loadConfig(o.checkIns.configFile); err != nil {
+		return c, configError{err}
+	}
+	if c.defaultPolicy, err = egressDefault(cmp.Or(o.egressDefault, c.fc.EgressDefault)); err != nil {
+		return c, configError{err}
+	}
+	capacity := cmp.Or(o.capacity, c.fc.Capacity, sandbox.DefaultCapacity)
+	if capacity < 1 || capacity > sandbox.MaxCapacity {
+		return c, configError{fmt.Errorf("capacity in the config is %d; give 1 to %d", capacity, sandbox.MaxCapacity)}
+	}
+	if c.stack, err = o.stack.config(c.fc, capacity); err != nil {
+		return c, configError{err}
+	}
+	if c.token, err = apiToken(cmp.Or(o.apiTokenFile, c.fc.APITokenFile)); err != nil {
+		return c, configError{err}
+	}
+	c.targets, c.tokens, err = buildTargets(append(c.fc.CheckIns, o.checkIns.targets...), cmp.Or(o.checkIns.caFile, c.fc.LiveCAFile))
+	if err != nil {
+		return c, configError{err}
+	}
+	if c.cert, err = loadTLS(cmp.Or(o.tlsCertFile, c.fc.TLSCertFile), cmp.Or(o.tlsKeyFile, c.fc.TLSKeyFile)); err != nil {
+		return c, configError{err}
+	}
+	if err := checkPreview(cmp.Or(o.previewListen, c.fc.PreviewListen), cmp.Or(o.previewBaseURL, c.fc.PreviewBaseURL)); err != nil {
+		return c, configError{err}
+	}
+	return c, nil
+}
+
 // serve runs the worker until ctx ends, then shuts it down: the API stops
 // taking requests, the loops stop, every sandbox is wiped.
 func serve(ctx context.Context, o serveOptions, log *slog.Logger) error {
-	fc, err := loadConfig(o.checkIns.configFile)
+	c, err := o.load()
 	if err != nil {
 		return err
 	}
-	token, err := apiToken(cmp.Or(o.apiTokenFile, fc.APITokenFile))
-	if err != nil {
-		return err
-	}
-	targets, tokens, err := buildTargets(append(fc.CheckIns, o.checkIns.targets...), cmp.Or(o.checkIns.caFile, fc.LiveCAFile))
-	if err != nil {
-		return err
-	}
-	cert, err := loadTLS(cmp.Or(o.tlsCertFile, fc.TLSCertFile), cmp.Or(o.tlsKeyFile, fc.TLSKeyFile))
-	if err != nil {
-		return err
-	}
-	defaultPolicy, err := egressDefault(cmp.Or(o.egressDefault, fc.EgressDefault))
-	if err != nil {
-		return err
-	}
+	fc, token, targets, tokens, cert, defaultPolicy, stc := c.fc, c.token, c.targets, c.tokens, c.cert, c.defaultPolicy, c.stack
 	// Listen first: an address in use is reported at once, not after the
 	// self-test.
 	ln, err := net.Listen("tcp", cmp.Or(o.listen, fc.Listen, defaultListen))
@@ -124,10 +190,14 @@ func serve(ctx context.Context, o serveOptions, log *slog.Logger) error {
 		ln.Close()
 		return err
 	}
-	reg := metrics.NewRegistry()
-	wm := newWorkerMetrics(reg)
-	capacity := cmp.Or(o.capacity, fc.Capacity, sandbox.DefaultCapacity)
-	stc, err := o.stack.config(fc, capacity)
+	if err := checkPprof(o.pprof, mln); err != nil {
+		ln.Close()
+		if mln != nil {
+			mln.Close()
+		}
+		return configError{err}
+	}
+	pln, previewBase, err := listenPreview(cmp.Or(o.previewListen, fc.PreviewListen), cmp.Or(o.previewBaseURL, fc.PreviewBaseURL), log)
 	if err != nil {
 		ln.Close()
 		if mln != nil {
@@ -135,20 +205,28 @@ func serve(ctx context.Context, o serveOptions, log *slog.Logger) error {
 		}
 		return err
 	}
+	reg := metrics.NewRegistry()
+	wm := newWorkerMetrics(reg)
 	stc.secrets = append(tokens, token)
 	stc.metrics, stc.onWipe = reg, wm.onWipe
 	for _, t := range targets {
 		stc.liveURLs = append(stc.liveURLs, t.LiveURL)
 	}
-	stc.listeners = listenerPrefixes(ln.Addr())
+	stc.listeners, stc.tenants = listenerPrefixes(ln.Addr()), true
 	if mln != nil {
 		stc.listeners = append(stc.listeners, listenerPrefixes(mln.Addr())...)
+	}
+	if pln != nil {
+		stc.listeners = append(stc.listeners, listenerPrefixes(pln.Addr())...)
 	}
 	st, err := newStack(stc, log)
 	if err != nil {
 		ln.Close()
 		if mln != nil {
 			mln.Close()
+		}
+		if pln != nil {
+			pln.Close()
 		}
 		return err
 	}
@@ -158,7 +236,7 @@ func serve(ctx context.Context, o serveOptions, log *slog.Logger) error {
 	var metricsDone <-chan error // nil without a listener: never ready
 	if mln != nil {
 		var metricsSrv *http.Server
-		metricsSrv, metricsDone = serveMetrics(reg, mln, log.With("component", "metrics"))
+		metricsSrv, metricsDone = serveMetrics(reg, mln, o.pprof, log.With("component", "metrics"))
 		defer metricsSrv.Close()
 	}
 	self := st.self(cmp.Or(o.checkIns.workerID, fc.WorkerID, defaultWorkerID()))
@@ -171,13 +249,14 @@ func serve(ctx context.Context, o serveOptions, log *slog.Logger) error {
 	if cert != nil {
 		ln = tls.NewListener(ln, cert.Config())
 	}
-	srv, served, err := startAPI(st, apiConfig{token: token, egressDefault: defaultPolicy, metrics: wm, maxUpload: int64(o.maxUploadMB) << 20}, ln, o.addrFile, log)
+	srv, served, err := startAPI(st, apiConfig{token: token, egressDefault: defaultPolicy, metrics: wm, maxUpload: int64(o.maxUploadMB) << 20,
+		preview: pln, previewBase: previewBase}, ln, o.addrFile, log)
 	if err != nil {
 		return err
 	}
 	stopReload := reloadOnHangup(cert, log)
 	defer stopReload()
-	log.Info("ready", "capacity", st.rt.Capacity(), "egress", st.proxy != nil, "egress_default", defaultPolicy.Mode,
+	log.Info("ready", "capacity", st.rt.Capacity(), "egress", st.proxy != nil, "egress_default", defaultPolicy.Mode, "images", st.images != nil,
 		"check_ins", len(targets), "host_addresses", len(st.host.Prefixes()))
 
 	loops, stopLoops := context.WithCancel(ctx)
@@ -273,6 +352,8 @@ type apiConfig struct {
 	egressDefault agentsandbox.EgressPolicy
 	metrics       *workerMetrics // nil: creates and execs are not timed
 	maxUpload     int64          // bytes; 0: the API's default
+	preview       net.Listener   // the previews' listener; nil: none
+	previewBase   string         // their base URL (with preview)
 }
 
 // startAPI serves the worker API for Codes on ln and writes its address to
@@ -286,20 +367,51 @@ func startAPI(st *stack, ac apiConfig, ln net.Listener, addrFile string, log *sl
 	if st.proxy != nil {
 		check = st.proxy.CheckPolicy
 	}
-	api, err := httpapi.New(httpapi.Config{
-		Runtime: rt, Token: ac.token, Egress: st.proxy != nil, Browser: st.rt.HasBrowser(), Limits: st.limits, Logger: log.With("component", "api"),
-		EgressDefault: ac.egressDefault, CheckEgress: check, MaxUpload: ac.maxUpload,
-		Status:      func() httpapi.Status { return status(st) },
-		RunSelfTest: func(ctx context.Context) (httpapi.SelfTestSummary, error) { return summary(st.tester.Run(ctx)), nil },
-	})
+	// The MCP endpoint's tools call this API through the Go client, over
+	// in-memory connections to the same handler: the same token, the same
+	// limits, no socket.
+	self := memlisten.New()
+	mcpSrv, err := mcpserver.New(mcpserver.Config{Logger: log.With("component", "mcp"),
+		Worker: client.NewWorker("http://worker.internal", ac.token, &http.Client{Transport: &http.Transport{DialContext: self.DialContext}})})
 	if err != nil {
 		ln.Close()
+		if ac.preview != nil {
+			ac.preview.Close()
+		}
+		return nil, nil, err
+	}
+	hc := httpapi.Config{
+		Runtime: rt, Token: ac.token, Egress: st.proxy != nil, Browser: st.rt.HasBrowser(), Limits: st.limits, Logger: log.With("component", "api"),
+		EgressDefault: ac.egressDefault, CheckEgress: check, MaxUpload: ac.maxUpload, Ports: httpapi.PortsConfig{PreviewBaseURL: ac.previewBase},
+		Status:      func() httpapi.Status { return status(st) },
+		RunSelfTest: func(ctx context.Context) (httpapi.SelfTestSummary, error) { return summary(st.tester.Run(ctx)), nil },
+		MCP:         mcpSrv.Handler(),
+	}
+	if st.images != nil {
+		hc.Images = st.images
+	}
+	api, err := httpapi.New(hc)
+	if err != nil {
+		ln.Close()
+		if ac.preview != nil {
+			ac.preview.Close()
+		}
 		return nil, nil, err
 	}
 	srv := &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+		MaxHeaderBytes: apiMaxHeaderBytes, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	go func() { _ = srv.Serve(self) }()
+	go func() {
+		err := srv.Serve(ln)
+		select {
+		case served <- err:
+		default:
+		}
+	}()
+	if ac.preview != nil {
+		servePreview(api, srv, ac.preview, served, log.With("component", "preview"))
+	}
 	log.Info("listening", "addr", ln.Addr().String())
 	if addrFile != "" {
 		if err := writeAtomic(addrFile, ln.Addr().String()+"\n"); err != nil {

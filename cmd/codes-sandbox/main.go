@@ -7,7 +7,8 @@
 //     worker's size: at a third of it, a run is about a tenth faster
 //     (docs/benchmarks.md).
 //   - Every other command (serve, selftest, checkin, egress, --help,
-//     --version) is the worker's: this program becomes (exec, same pid)
+//     --version, and `run --image`, whose image store this program does
+//     not link) is the worker's: this program becomes (exec, same pid)
 //     codes-sandbox-worker, which must lie next to it, owned like it and
 //     from the same build (sibling.Exec; the worker checks the build).
 package main
@@ -32,7 +33,7 @@ func main() {
 		os.Exit(code)
 	}
 	args := os.Args[1:]
-	if len(args) > 0 && args[0] == "run" {
+	if len(args) > 0 && args[0] == "run" && !runcmd.WantsImage(args[1:]) {
 		os.Exit(runcmd.Main(args[1:]))
 	}
 	os.Exit(becomeWorker(args, os.Stderr))

@@ -13,7 +13,10 @@ import (
 
 // TestLean guards the point of this command: it links the sandbox runtime,
 // the in-sandbox init and what they need, and nothing of the worker (no
-// API, proxy, metrics, check-in or schema engine).
+// API, proxy, metrics, check-in or schema engine). internal/brokerca is
+// the runtime's: it makes a sandbox's CA and trust bundle when the sandbox
+// has secrets; internal/cdp (the standard library only) is how the runtime
+// asks a pooled browser whether it answers.
 func TestLean(t *testing.T) {
 	testenv.OnlyDeps(t, []string{
 		"openvibe.network/agentsandbox", "openvibe.network/agentsandbox/cmd/codes-sandbox",
@@ -21,7 +24,9 @@ func TestLean(t *testing.T) {
 		"openvibe.network/agentsandbox/inside/capexec", "openvibe.network/agentsandbox/internal/runcmd",
 		"openvibe.network/agentsandbox/internal/sibling", "openvibe.network/agentsandbox/internal/cli",
 		"openvibe.network/agentsandbox/internal/mountinfo", "openvibe.network/agentsandbox/internal/osthread",
-		"openvibe.network/agentsandbox/internal/unixsock", "golang.org/x/sys/", "golang.org/x/net/bpf",
+		"openvibe.network/agentsandbox/internal/unixsock", "openvibe.network/agentsandbox/internal/brokerca",
+		"openvibe.network/agentsandbox/internal/cdp",
+		"golang.org/x/sys/", "golang.org/x/net/bpf",
 	}, "which `run` does not need (it belongs in codes-sandbox-worker)")
 }
 

@@ -75,9 +75,10 @@ the same as a table); refused requests (an unknown owner, a taken id, …)
 exit 1 with a message on stderr that says what to fix. The commands that
 only read (list) never create or migrate a database.
 
---db and --db-schema may also come from the environment (OVLIVE_DB,
-OVLIVE_DB_SCHEMA) or a config file (--config FILE or OVLIVE_CONFIG), as for
-ovlive serve.`
+--db (required), --db-schema and --db-timeout may also come from the
+environment (OVLIVE_DB, OVLIVE_DB_SCHEMA, OVLIVE_DB_TIMEOUT) or a config file
+(--config FILE or OVLIVE_CONFIG), as for ovlive serve. A command gives up
+within 30 s on a database that does not answer.`
 
 func adminCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	var o adminOptions
@@ -143,7 +144,7 @@ func (a adminAction) runner(o *adminOptions) func(ctx context.Context, args []st
 			return code
 		}
 		// The shared flags had their settings at the admin level.
-		if err := applySettings(fs, o.config, "db", "db-schema", "format"); err != nil {
+		if err := applySettings(fs, o.config, "db", "db-schema", "db-timeout", "format"); err != nil {
 			return cli.UsageError(fs, stderr, "%v", err)
 		}
 		if o.format != "json" && o.format != "table" {
@@ -154,15 +155,26 @@ func (a adminAction) runner(o *adminOptions) func(ctx context.Context, args []st
 				return cli.UsageError(fs, stderr, "%s", err)
 			}
 		}
+		if err := o.db.check(); err != nil {
+			return cli.UsageError(fs, stderr, "%v", err)
+		}
+		// A database that accepts connections and never answers must not
+		// keep an admin command waiting for ever.
+		ctx, cancel := context.WithTimeout(ctx, openTimeout)
+		defer cancel()
 		store, err := openStore(ctx, o.db, a.readOnly)
 		if err != nil {
-			fmt.Fprintf(stderr, "ovlive admin %s: %v\n", name, err)
+			fmt.Fprintf(stderr, "ovlive admin %s: %v\n", name, timedOut(ctx, err))
 			return 1
 		}
 		defer store.Close()
 		out, err := do(ctx, store, fs.Args())
 		if err != nil {
-			fmt.Fprintf(stderr, "ovlive admin %s: %s\n", name, errorText(err))
+			msg := errorText(err)
+			if t := timedOut(ctx, err); t != err {
+				msg = t.Error()
+			}
+			fmt.Fprintf(stderr, "ovlive admin %s: %s\n", name, msg)
 			return 1
 		}
 		if err := printResult(stdout, o.format, out); err != nil {

@@ -24,7 +24,7 @@ func (f *issueFlags) register(fs *flag.FlagSet, withService bool) {
 		fs.StringVar(&f.service, "service", "", "issue a service token to the service with this `ID`")
 	}
 	fs.StringVar(&f.person, "person", "", "issue it to the person with this `ID`")
-	fs.DurationVar(&f.ttl, "ttl", 0, "how long the credential stays valid, e.g. 720h (`DURATION`; 0 = until revoked)")
+	durationVar(fs, &f.ttl, "ttl", 0, "how long the credential stays valid, e.g. 720h (`DURATION`; 0 = until revoked)")
 }
 
 func (f *issueFlags) check(withService bool) error {
@@ -138,7 +138,8 @@ const (
 
 func sessionLink(fs *flag.FlagSet) (func([]string) error, adminDo) {
 	person := fs.String("person", "", "make the link for the person with this `ID` (required)")
-	ttl := fs.Duration("ttl", defaultLinkTTL, "how long the link works (`DURATION`, at most 24h); it works once")
+	ttl := new(time.Duration)
+	durationVar(fs, ttl, "ttl", defaultLinkTTL, "how long the link works (`DURATION`, at most 24h); it works once")
 	base := fs.String("base-url", "http://127.0.0.1:8080", "Live's address as the person's browser reaches it (`URL`); also OVLIVE_BASE_URL")
 	check := func([]string) error {
 		u, err := url.Parse(*base)

@@ -20,20 +20,42 @@ func TestReadOnlyNeverCreates(t *testing.T) {
 	t.Chdir(dir)
 	for _, noun := range []string{"person", "stream", "service", "credential"} {
 		t.Run(noun, func(t *testing.T) {
-			for _, db := range []string{"", "--db=sqlite:" + filepath.Join(dir, "elsewhere.db")} {
-				args := []string{"admin", noun, "list"}
-				if db != "" {
-					args = []string{"admin", db, noun, "list"}
-				}
-				out, errText := runCode(t, 1, args...)
-				if out != "" || !strings.Contains(errText, "no database at") {
-					t.Fatalf("%v: stdout %q stderr %q, want no database at", args, out, errText)
-				}
+			args := []string{"admin", "--db=sqlite:" + filepath.Join(dir, "elsewhere.db"), noun, "list"}
+			out, errText := runCode(t, 1, args...)
+			if out != "" || !strings.Contains(errText, "no database at") {
+				t.Fatalf("%v: stdout %q stderr %q, want no database at", args, out, errText)
 			}
 			if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 				t.Fatalf("a read-only command left %d files in %s", len(entries), dir)
 			}
 		})
+	}
+}
+
+// TestNoDatabaseNamed: without --db (nor OVLIVE_DB, nor db in the config
+// file) every command is a usage error and creates nothing where it was
+// started: there is no ./ovlive.db by default.
+func TestNoDatabaseNamed(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	config := filepath.Join(dir, "ovlive.toml")
+	if err := os.WriteFile(config, []byte("listen = \"127.0.0.1:0\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"admin", "person", "list"},
+		{"admin", "person", "add", "--name", "Ada"},
+		{"admin", "--config", config, "person", "add", "--name", "Ada"},
+		{"serve", "--listen", "127.0.0.1:0"},
+		{"serve", "--config", config},
+	} {
+		out, errText := runCode(t, 2, args...)
+		if out != "" || !strings.Contains(errText, "no database: give --db sqlite:PATH") || strings.Count(errText, "\n") > 3 {
+			t.Errorf("%v: stdout %q stderr %q, want a short usage error saying to give --db", args, out, errText)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Fatalf("commands without a database left files in %s: %v", dir, entries)
 	}
 }
 

@@ -3,9 +3,11 @@
 // matcher the egress guard asks before any lookup, so that a name the
 // policy refuses never reaches a resolver. Patterns are exact names,
 // wildcards ("*.example.org", one or more labels) and literal addresses,
-// each with an optional port that must be one of the worker's. Compile
-// validates with errors a person can act on; the worker API uses it on
-// create, the proxy when it attaches a sandbox.
+// each with an optional port that must be one of the worker's. An allow
+// entry for a name may carry HTTP rules (methods, path prefixes), which
+// the proxy checks on each request to its host (see Policy.CheckRequest).
+// Compile validates with errors a person can act on; the worker API uses
+// it on create, the proxy when it attaches a sandbox.
 package policy
 
 import (
@@ -65,6 +67,8 @@ type Policy struct {
 	spec  agentsandbox.EgressPolicy
 	allow Rules
 	deny  Rules
+	// rules are those of the allow entries with methods or paths.
+	rules []httpRule
 }
 
 // Compile validates p against lim and compiles it. The mode is required;
@@ -93,7 +97,11 @@ func Compile(p agentsandbox.EgressPolicy, lim Limits) (*Policy, error) {
 	if n := len(p.Allow) + len(p.Deny); n > lim.MaxEntries {
 		return nil, fail("allow", "the policy has %d entries; this worker takes at most %d (allow and deny together)", n, lim.MaxEntries)
 	}
-	allow, err := ParseRules("allow", p.Allow, lim)
+	hosts := make([]string, len(p.Allow))
+	for i, e := range p.Allow {
+		hosts[i] = e.Host
+	}
+	allow, err := ParseRules("allow", hosts, lim)
 	if err != nil {
 		return nil, err
 	}
@@ -101,8 +109,12 @@ func Compile(p agentsandbox.EgressPolicy, lim Limits) (*Policy, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Policy{spec: agentsandbox.EgressPolicy{Mode: p.Mode, Allow: allow.patterns(), Deny: deny.patterns()},
-		allow: allow, deny: deny}, nil
+	entries, rules, err := compileHTTPRules(p.Allow, allow.list, deny, lim)
+	if err != nil {
+		return nil, err
+	}
+	return &Policy{spec: agentsandbox.EgressPolicy{Mode: p.Mode, Allow: entries, Deny: deny.patterns()},
+		allow: allow, deny: deny, rules: rules}, nil
 }
 
 // Spec is the policy as compiled: names in lower case and punycode,
@@ -110,6 +122,9 @@ func Compile(p agentsandbox.EgressPolicy, lim Limits) (*Policy, error) {
 func (p *Policy) Spec() agentsandbox.EgressPolicy {
 	s := p.spec
 	s.Allow, s.Deny = slices.Clone(s.Allow), slices.Clone(s.Deny)
+	for i, e := range s.Allow {
+		s.Allow[i].Methods, s.Allow[i].Paths = slices.Clone(e.Methods), slices.Clone(e.Paths)
+	}
 	return s
 }
 
@@ -142,12 +157,31 @@ func (p *Policy) Decide(host string, port uint16) (bool, string) {
 	return false, "mode " + p.spec.Mode
 }
 
+// DecideAddr says whether the policy's deny entries that are addresses or
+// ranges let a sandbox reach a, one of the addresses host resolved to, on
+// port, and why not: a denied address is refused under every name that
+// resolves to it. Allow entries never allow by address (a name is allowed
+// by name).
+func (p *Policy) DecideAddr(host string, a netip.Addr, port uint16) (bool, string) {
+	if pat, ok := p.deny.MatchAddr(a, port); ok {
+		return false, fmt.Sprintf("%s resolves to %s, which matches deny entry %q", host, a, pat)
+	}
+	return true, ""
+}
+
 // Rules are compiled patterns (an allow or deny list).
 type Rules struct {
 	exact    map[string]ports
 	wildcard map[string]ports // by the suffix after "*."
 	literal  map[netip.Addr]ports
+	ranges   []addrRange // in the order given
 	list     []string
+}
+
+// addrRange is the ports of the entries for one CIDR range.
+type addrRange struct {
+	prefix netip.Prefix
+	ports  ports
 }
 
 // ports are the ports of the entries for one name; any when an entry has
@@ -165,12 +199,21 @@ func (ps ports) has(port uint16) bool { return ps.any || slices.Contains(ps.port
 func ParseRules(field string, patterns []string, lim Limits) (Rules, error) {
 	lim = lim.withDefaults()
 	r := Rules{exact: map[string]ports{}, wildcard: map[string]ports{}, literal: map[netip.Addr]ports{}}
+	ranges := map[netip.Prefix]int{} // index in r.ranges
 	for i, raw := range patterns {
 		e, err := parse(raw, lim.Ports)
 		if err != nil {
 			return Rules{}, fail(fmt.Sprintf("%s[%d]", field, i), "%q: %s", clip(raw), err.Message)
 		}
 		switch {
+		case e.prefix.IsValid():
+			i, ok := ranges[e.prefix]
+			if !ok {
+				i = len(r.ranges)
+				ranges[e.prefix] = i
+				r.ranges = append(r.ranges, addrRange{prefix: e.prefix})
+			}
+			r.ranges[i].ports = e.add(r.ranges[i].ports)
 		case e.addr.IsValid():
 			r.literal[e.addr] = e.add(r.literal[e.addr])
 		case e.wildcard:
@@ -190,15 +233,15 @@ func (r Rules) patterns() []string { return slices.Clone(r.list) }
 
 // Match reports whether host (canonical, lower case) on port matches a
 // pattern, and which. A wildcard matches names with one or more labels
-// before its suffix, never the suffix itself; a literal pattern matches
-// only that address written as a literal, never a name.
+// before its suffix, never the suffix itself; a literal or range pattern
+// matches only an address written as a literal (for the addresses a name
+// resolves to, see MatchAddr).
 func (r Rules) Match(host string, port uint16) (string, bool) {
 	if len(r.list) == 0 {
 		return "", false
 	}
 	if a, err := netip.ParseAddr(host); err == nil {
-		ps, ok := r.literal[a]
-		return ps.pattern, ok && ps.has(port)
+		return r.MatchAddr(a, port)
 	}
 	if ps, ok := r.exact[host]; ok && ps.has(port) {
 		return ps.pattern, true
@@ -217,12 +260,30 @@ func (r Rules) Match(host string, port uint16) (string, bool) {
 	return "", false
 }
 
+// MatchAddr reports whether address a on port matches a literal or range
+// pattern, and which. An IPv4-mapped address matches as the IPv4 address
+// it holds.
+func (r Rules) MatchAddr(a netip.Addr, port uint16) (string, bool) {
+	for _, x := range []netip.Addr{a, a.Unmap()} {
+		if ps, ok := r.literal[x]; ok && ps.has(port) {
+			return ps.pattern, true
+		}
+		for _, ar := range r.ranges {
+			if ar.prefix.Contains(x) && ar.ports.has(port) {
+				return ar.ports.pattern, true
+			}
+		}
+	}
+	return "", false
+}
+
 // entry is one parsed pattern.
 type entry struct {
-	name     string     // lower-case ASCII name (the suffix for a wildcard)
-	wildcard bool       // "*." + name
-	addr     netip.Addr // a literal
-	port     uint16     // 0: any of the worker's ports
+	name     string       // lower-case ASCII name (the suffix for a wildcard)
+	wildcard bool         // "*." + name
+	addr     netip.Addr   // a literal
+	prefix   netip.Prefix // a range (CIDR) of more than one address
+	port     uint16       // 0: any of the worker's ports
 }
 
 func (e entry) add(ps ports) ports {
@@ -241,6 +302,11 @@ func (e entry) add(ps ports) ports {
 func (e entry) String() string {
 	host := e.name
 	switch {
+	case e.prefix.IsValid():
+		host = e.prefix.String()
+		if e.prefix.Addr().Is6() && e.port != 0 {
+			host = "[" + host + "]"
+		}
 	case e.addr.IsValid():
 		host = e.addr.String()
 		if e.addr.Is6() && e.port != 0 {
@@ -255,8 +321,8 @@ func (e entry) String() string {
 	return host
 }
 
-// parse reads one pattern: [*.]name[:port], IPv4[:port], IPv6 or
-// [IPv6][:port].
+// parse reads one pattern: [*.]name[:port], IPv4[/bits][:port],
+// IPv6[/bits] or [IPv6[/bits]][:port].
 func parse(raw string, allowed []uint16) (entry, *Error) {
 	if raw == "" {
 		return entry{}, fail("", "empty entry")
@@ -278,6 +344,9 @@ func parse(raw string, allowed []uint16) (entry, *Error) {
 			return entry{}, fail("", "port %d is not one of this worker's egress ports %s", n, portList(allowed))
 		}
 		e.port = uint16(n)
+	}
+	if strings.Contains(host, "/") {
+		return parseRange(host, e)
 	}
 	if strings.HasPrefix(host, "[") {
 		a, aerr := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"))
@@ -305,6 +374,31 @@ func parse(raw string, allowed []uint16) (entry, *Error) {
 		return entry{}, nerr
 	}
 	e.name = name
+	return e, nil
+}
+
+// parseRange reads the CIDR range of a pattern (e, its port already read):
+// IPv4/bits, IPv6/bits or [IPv6/bits]; a range of one address is that
+// address.
+func parseRange(host string, e entry) (entry, *Error) {
+	bracketed := strings.HasPrefix(host, "[")
+	text := strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	p, err := netip.ParsePrefix(text)
+	switch {
+	case err != nil || strings.Contains(text, "%"):
+		return entry{}, fail("", "not an address range: write ADDRESS/BITS without zone, e.g. 203.0.113.0/24 or [2001:db8::/32]:443")
+	case bracketed && !p.Addr().Is6():
+		return entry{}, fail("", "brackets hold an IPv6 range, e.g. [2001:db8::/32]:443")
+	case p.Masked() != p:
+		return entry{}, fail("", "the range's address has bits set past /%d: write %s", p.Bits(), p.Masked())
+	case p.IsSingleIP():
+		e.addr = p.Addr().Unmap()
+		return e, nil
+	}
+	if p.Addr().Is4In6() && p.Bits() >= 96 {
+		p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+	}
+	e.prefix = p
 	return e, nil
 }
 

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -10,7 +11,7 @@ import (
 )
 
 func allowList(patterns ...string) agentsandbox.EgressPolicy {
-	return agentsandbox.EgressPolicy{Mode: agentsandbox.EgressAllow, Allow: patterns}
+	return agentsandbox.EgressPolicy{Mode: agentsandbox.EgressAllow, Allow: agentsandbox.EgressHosts(patterns...)}
 }
 
 // TestCompile: what a policy compiles to (its canonical spec), or the
@@ -27,12 +28,12 @@ func TestCompile(t *testing.T) {
 		{"OKPublicWithDeny", agentsandbox.EgressPolicy{Mode: "public", Deny: []string{"Evil.example"}},
 			agentsandbox.EgressPolicy{Mode: "public", Deny: []string{"evil.example"}}, nil},
 		{"OKAllowCanonical", agentsandbox.EgressPolicy{Mode: "allow",
-			Allow: []string{"PyPI.org", "*.PythonHosted.org", "registry.npmjs.org:443", "192.0.2.7", "2001:DB8::1",
-				"[2001:db8::2]:80", "bücher.example", "*.XN--BCHER-KVA.example:443"},
+			Allow: agentsandbox.EgressHosts("PyPI.org", "*.PythonHosted.org", "registry.npmjs.org:443", "192.0.2.7", "2001:DB8::1",
+				"[2001:db8::2]:80", "bücher.example", "*.XN--BCHER-KVA.example:443"),
 			Deny: []string{"evil.pypi.org"}},
 			agentsandbox.EgressPolicy{Mode: "allow",
-				Allow: []string{"pypi.org", "*.pythonhosted.org", "registry.npmjs.org:443", "192.0.2.7", "2001:db8::1",
-					"[2001:db8::2]:80", "xn--bcher-kva.example", "*.xn--bcher-kva.example:443"},
+				Allow: agentsandbox.EgressHosts("pypi.org", "*.pythonhosted.org", "registry.npmjs.org:443", "192.0.2.7", "2001:db8::1",
+					"[2001:db8::2]:80", "xn--bcher-kva.example", "*.xn--bcher-kva.example:443"),
 				Deny: []string{"evil.pypi.org"}}, nil},
 		{"ErrNoMode", agentsandbox.EgressPolicy{}, agentsandbox.EgressPolicy{},
 			&Error{"mode", "the mode is required: none, public, allow"}},
@@ -40,7 +41,7 @@ func TestCompile(t *testing.T) {
 			&Error{"mode", `unknown mode "open": use none, public, allow`}},
 		{"ErrNoneWithEntries", agentsandbox.EgressPolicy{Mode: "none", Deny: []string{"a.example"}}, agentsandbox.EgressPolicy{},
 			&Error{"mode", "mode none reaches nothing and takes no allow or deny entries"}},
-		{"ErrPublicWithAllow", agentsandbox.EgressPolicy{Mode: "public", Allow: []string{"a.example"}}, agentsandbox.EgressPolicy{},
+		{"ErrPublicWithAllow", agentsandbox.EgressPolicy{Mode: "public", Allow: agentsandbox.EgressHosts("a.example")}, agentsandbox.EgressPolicy{},
 			&Error{"allow", "allow entries are for mode allow; mode public reaches every public address (add deny entries to refuse some)"}},
 		{"ErrAllowEmpty", allowList(), agentsandbox.EgressPolicy{},
 			&Error{"allow", "mode allow needs at least one entry (or use mode none for no egress)"}},
@@ -101,7 +102,7 @@ func TestCompileMaxEntries(t *testing.T) {
 	if _, err := Compile(allowList(many[:256]...), Limits{}); err != nil {
 		t.Fatalf("256 entries: %v", err)
 	}
-	_, err := Compile(agentsandbox.EgressPolicy{Mode: "allow", Allow: many[:200], Deny: many[200:]}, Limits{})
+	_, err := Compile(agentsandbox.EgressPolicy{Mode: "allow", Allow: agentsandbox.EgressHosts(many[:200]...), Deny: many[200:]}, Limits{})
 	want := "allow: the policy has 257 entries; this worker takes at most 256 (allow and deny together)"
 	if err == nil || err.Error() != want {
 		t.Fatalf("257 entries: %v, want %q", err, want)
@@ -114,8 +115,8 @@ func TestCompileMaxEntries(t *testing.T) {
 // TestDecide: the matcher, by name, wildcard, literal and port; deny wins.
 func TestDecide(t *testing.T) {
 	p, err := Compile(agentsandbox.EgressPolicy{Mode: "allow",
-		Allow: []string{"pypi.org", "*.pythonhosted.org", "registry.npmjs.org:443", "192.0.2.7:443", "2001:db8::1",
-			"*.xn--bcher-kva.example", "*.example.com"},
+		Allow: agentsandbox.EgressHosts("pypi.org", "*.pythonhosted.org", "registry.npmjs.org:443", "192.0.2.7:443", "2001:db8::1",
+			"*.xn--bcher-kva.example", "*.example.com"),
 		Deny: []string{"evil.pypi.org", "files.pythonhosted.org:80", "*.bad.example.com"}}, Limits{})
 	if err != nil {
 		t.Fatal(err)
@@ -189,5 +190,61 @@ func TestParseRulesPorts(t *testing.T) {
 	}
 	if _, err := ParseRules("deny", []string{"a.example:443"}, Limits{Ports: []uint16{8443}}); err == nil {
 		t.Fatal("a port outside the configured ones was accepted")
+	}
+}
+
+// TestRanges: CIDR entries compile to their canonical form, match literal
+// destinations in them, and (MatchAddr, DecideAddr) every address a name
+// resolves to; literal entries do too.
+func TestRanges(t *testing.T) {
+	p, err := Compile(agentsandbox.EgressPolicy{Mode: "public",
+		Deny: []string{"44.0.0.2", "45.1.0.0/16:443", "[2606:4700::/32]:80", "2a00:1450::/32", "46.0.0.9/32"}}, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"44.0.0.2", "45.1.0.0/16:443", "[2606:4700::/32]:80", "2a00:1450::/32", "46.0.0.9"}
+	if diff := cmp.Diff(want, p.Spec().Deny); diff != "" {
+		t.Fatalf("spec (-want +got):\n%s", diff)
+	}
+	for _, tc := range []struct {
+		addr   string
+		port   uint16
+		ok     bool
+		detail string
+	}{
+		{"44.0.0.2", 443, false, `n.test resolves to 44.0.0.2, which matches deny entry "44.0.0.2"`},
+		{"::ffff:44.0.0.2", 80, false, `n.test resolves to ::ffff:44.0.0.2, which matches deny entry "44.0.0.2"`},
+		{"44.0.0.3", 443, true, ""},
+		{"45.1.200.7", 443, false, `n.test resolves to 45.1.200.7, which matches deny entry "45.1.0.0/16:443"`},
+		{"45.1.200.7", 80, true, ""},
+		{"45.2.0.1", 443, true, ""},
+		{"2606:4700:4700::1111", 80, false, `n.test resolves to 2606:4700:4700::1111, which matches deny entry "[2606:4700::/32]:80"`},
+		{"2606:4700:4700::1111", 443, true, ""},
+		{"2a00:1450:4001::1", 443, false, `n.test resolves to 2a00:1450:4001::1, which matches deny entry "2a00:1450::/32"`},
+		{"46.0.0.9", 80, false, `n.test resolves to 46.0.0.9, which matches deny entry "46.0.0.9"`},
+	} {
+		t.Run(fmt.Sprintf("%s:%d", tc.addr, tc.port), func(t *testing.T) {
+			ok, detail := p.DecideAddr("n.test", netip.MustParseAddr(tc.addr), tc.port)
+			if diff := cmp.Diff([]any{tc.ok, tc.detail}, []any{ok, detail}); diff != "" {
+				t.Fatalf("DecideAddr (-want +got):\n%s", diff)
+			}
+			// Written as a literal destination, the same address is decided alike.
+			if lit, _ := p.Decide(netip.MustParseAddr(tc.addr).String(), tc.port); lit != tc.ok && !strings.HasPrefix(tc.addr, "::ffff:") {
+				t.Fatalf("Decide(%s) = %v, want %v", tc.addr, lit, tc.ok)
+			}
+		})
+	}
+	for _, tc := range []struct{ name, pattern, msg string }{
+		{"ErrHostBits", "45.1.2.0/16", `"45.1.2.0/16": the range's address has bits set past /16: write 45.1.0.0/16`},
+		{"ErrBadBits", "45.1.0.0/33", `"45.1.0.0/33": not an address range: write ADDRESS/BITS without zone, e.g. 203.0.113.0/24 or [2001:db8::/32]:443`},
+		{"ErrBracketsV4", "[45.1.0.0/16]:443", `"[45.1.0.0/16]:443": brackets hold an IPv6 range, e.g. [2001:db8::/32]:443`},
+		{"ErrName", "pypi.org/16", `"pypi.org/16": not an address range: write ADDRESS/BITS without zone, e.g. 203.0.113.0/24 or [2001:db8::/32]:443`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseRules("deny", []string{tc.pattern}, Limits{})
+			if diff := cmp.Diff("deny[0]: "+tc.msg, fmt.Sprint(err)); diff != "" {
+				t.Fatalf("error (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

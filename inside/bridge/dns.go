@@ -1,9 +1,11 @@
 package bridge
 
 import (
+	"errors"
 	"io"
 	"net"
 	"strings"
+	"syscall"
 
 	"github.com/miekg/dns"
 	"openvibe.network/agentsandbox/internal/hostname"
@@ -51,9 +53,13 @@ func (t *nameTable) ServeDNS(w dns.ResponseWriter, r *dns.Msg) {
 	_ = w.WriteMsg(m)
 }
 
-// listenDNS serves t on addr over UDP and TCP; the sockets are bound when
-// it returns. It returns closers for both servers and the bound address
-// (both share the port). Port 0 picks a port free for both.
+// listenDNS serves t on addr over TCP and, where the sandbox may open UDP
+// sockets, over UDP; the sockets are bound when it returns. It returns
+// closers for the servers and the bound address (both share the port).
+// Port 0 picks a port free for both. On a cgroup v1 host the sandbox's
+// seccomp filter refuses UDP sockets (their buffers would be uncharged):
+// the resolver then serves TCP only, which the sandbox's resolv.conf
+// (options use-vc) asks for.
 func listenDNS(addr string, t *nameTable) ([]io.Closer, string, error) {
 	ln, pc, err := listenBoth(addr)
 	for try := 0; err != nil && strings.HasSuffix(addr, ":0") && try < 10; try++ {
@@ -62,20 +68,28 @@ func listenDNS(addr string, t *nameTable) ([]io.Closer, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	udp := &dns.Server{PacketConn: pc, Handler: t}
 	tcp := &dns.Server{Listener: ln, Handler: t}
-	go func() { _ = udp.ActivateAndServe() }()
 	go func() { _ = tcp.ActivateAndServe() }()
-	return []io.Closer{shutdown{udp, pc}, shutdown{tcp, ln}}, ln.Addr().String(), nil
+	closers := []io.Closer{shutdown{tcp, ln}}
+	if pc != nil {
+		udp := &dns.Server{PacketConn: pc, Handler: t}
+		go func() { _ = udp.ActivateAndServe() }()
+		closers = append(closers, shutdown{udp, pc})
+	}
+	return closers, ln.Addr().String(), nil
 }
 
-// listenBoth binds TCP on addr, then UDP on the same address and port.
+// listenBoth binds TCP on addr, then UDP on the same address and port. The
+// PacketConn is nil when the seccomp filter refuses UDP sockets (EPERM).
 func listenBoth(addr string) (net.Listener, net.PacketConn, error) {
 	ln, err := net.Listen("tcp4", addr)
 	if err != nil {
 		return nil, nil, err
 	}
 	pc, err := net.ListenPacket("udp4", ln.Addr().String())
+	if errors.Is(err, syscall.EPERM) {
+		return ln, nil, nil
+	}
 	if err != nil {
 		_ = ln.Close()
 		return nil, nil, err

@@ -3,11 +3,19 @@
 // its answer matched by id, events skipped. The worker uses it to prove
 // the browser (its self-test) and to answer /json/version; users drive the
 // browser with a full client (chromedp, Playwright, Puppeteer).
+//
+// A sandbox's browser runs as the sandbox's uid, so code in the sandbox
+// can write into its pipe: over a transport that hands messages over in
+// parts (PartReader), the client holds at most MaxMessage bytes of one,
+// and skips a longer one part by part without keeping it.
 package cdp
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strconv"
 )
 
 // Transport carries whole protocol messages.
@@ -16,14 +24,32 @@ type Transport interface {
 	Next() ([]byte, error)
 }
 
+// PartReader is a Transport that can also hand the next message over in
+// parts, in order (each valid until the next call); last is true for a
+// message's final part. A Client reads such a transport by parts, so that
+// it never holds a message over its bound.
+type PartReader interface {
+	NextPart() (part []byte, last bool, err error)
+}
+
+// DefaultMaxMessage bounds a message a Client holds (when its transport is
+// a PartReader); every answer the worker asks for is far smaller.
+const DefaultMaxMessage = 1 << 20
+
+// ErrTooLarge is the error of a call whose answer was over the client's
+// bound (and skipped).
+var ErrTooLarge = errors.New("cdp: an answer over the client's bound")
+
 // Client makes calls over a Transport. It is not safe for concurrent use.
 type Client struct {
 	t      Transport
+	max    int
 	lastID int64
 }
 
-// New returns a Client over t.
-func New(t Transport) *Client { return &Client{t: t} }
+// New returns a Client over t, holding at most DefaultMaxMessage bytes of
+// a message when t is a PartReader.
+func New(t Transport) *Client { return &Client{t: t, max: DefaultMaxMessage} }
 
 // Error is an error answer of the browser.
 type Error struct {
@@ -57,9 +83,15 @@ func (c *Client) Call(session, method string, params, result any) error {
 		return fmt.Errorf("cdp %s: %w", method, err)
 	}
 	for {
-		msg, err := c.t.Next()
+		msg, skippedID, err := c.next()
 		if err != nil {
 			return fmt.Errorf("cdp %s: %w", method, err)
+		}
+		if msg == nil {
+			if skippedID == id {
+				return fmt.Errorf("cdp %s: the answer was over %d bytes: %w", method, c.max, ErrTooLarge)
+			}
+			continue // an oversized event, or the answer to another call
 		}
 		var ans struct {
 			ID     int64           `json:"id"`
@@ -86,6 +118,66 @@ func (c *Client) Call(session, method string, params, result any) error {
 	}
 }
 
+// idHead bounds what of a skipped message is kept to read its id.
+const idHead = 64
+
+// next reads the next message whole; over a PartReader, a message over the
+// bound is skipped part by part, msg is nil, and skippedID is the id it
+// begins with ({"id":N, as Chromium writes its answers), or -1.
+func (c *Client) next() (msg []byte, skippedID int64, err error) {
+	pr, ok := c.t.(PartReader)
+	if !ok {
+		msg, err = c.t.Next()
+		return msg, -1, err
+	}
+	var head []byte // of a message being skipped
+	for {
+		part, last, err := pr.NextPart()
+		if err != nil {
+			return nil, -1, err
+		}
+		switch {
+		case head != nil: // skipping: nothing more of it is kept
+		case len(msg)+len(part) > c.max:
+			head = append([]byte{}, msg[:min(len(msg), idHead)]...)
+			head = append(head, part[:min(len(part), idHead-len(head))]...)
+			msg = nil
+		default:
+			msg = append(msg, part...)
+		}
+		if !last {
+			continue
+		}
+		if head != nil {
+			return nil, leadingID(head), nil
+		}
+		if msg == nil {
+			msg = []byte{}
+		}
+		return msg, -1, nil
+	}
+}
+
+// leadingID returns N of a message that begins {"id":N, or -1.
+func leadingID(head []byte) int64 {
+	rest, ok := bytes.CutPrefix(bytes.TrimLeft(head, " \t\r\n"), []byte(`{"id":`))
+	if !ok {
+		return -1
+	}
+	end := 0
+	for end < len(rest) && rest[end] >= '0' && rest[end] <= '9' {
+		end++
+	}
+	if end == 0 || end == len(rest) {
+		return -1
+	}
+	n, err := strconv.ParseInt(string(rest[:end]), 10, 64)
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
 // Version is the answer of Browser.getVersion.
 type Version struct {
 	ProtocolVersion string `json:"protocolVersion"`
@@ -109,6 +201,46 @@ type Page struct {
 	SessionID string
 }
 
+// FirstPage attaches to the browser's first page target, or opens a blank
+// page when it has none.
+func (c *Client) FirstPage() (*Page, error) {
+	var targets struct {
+		TargetInfos []struct {
+			TargetID string `json:"targetId"`
+			Type     string `json:"type"`
+		} `json:"targetInfos"`
+	}
+	if err := c.Call("", "Target.getTargets", nil, &targets); err != nil {
+		return nil, err
+	}
+	for _, t := range targets.TargetInfos {
+		if t.Type == "page" {
+			return c.attach(t.TargetID)
+		}
+	}
+	return c.NewPage("")
+}
+
+// attach attaches to target id (a flattened session).
+func (c *Client) attach(id string) (*Page, error) {
+	var s struct {
+		SessionID string `json:"sessionId"`
+	}
+	if err := c.Call("", "Target.attachToTarget", map[string]any{"targetId": id, "flatten": true}, &s); err != nil {
+		return nil, err
+	}
+	return &Page{c: c, TargetID: id, SessionID: s.SessionID}, nil
+}
+
+// Screenshot returns a PNG of what the page shows.
+func (p *Page) Screenshot() ([]byte, error) {
+	var shot struct {
+		Data []byte `json:"data"` // base64 in JSON
+	}
+	err := p.c.Call(p.SessionID, "Page.captureScreenshot", map[string]any{"format": "png"}, &shot)
+	return shot.Data, err
+}
+
 // NewPage opens a blank page, in browser context ctxID (empty: the
 // default one), and attaches to it.
 func (c *Client) NewPage(ctxID string) (*Page, error) {
@@ -122,13 +254,7 @@ func (c *Client) NewPage(ctxID string) (*Page, error) {
 	if err := c.Call("", "Target.createTarget", params, &t); err != nil {
 		return nil, err
 	}
-	var s struct {
-		SessionID string `json:"sessionId"`
-	}
-	if err := c.Call("", "Target.attachToTarget", map[string]any{"targetId": t.TargetID, "flatten": true}, &s); err != nil {
-		return nil, err
-	}
-	return &Page{c: c, TargetID: t.TargetID, SessionID: s.SessionID}, nil
+	return c.attach(t.TargetID)
 }
 
 // Navigate loads url in the page and returns Chromium's error text for a

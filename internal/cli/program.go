@@ -85,7 +85,8 @@ func NewFlagSet(name, synopsis, help string) *flag.FlagSet {
 // positional arguments follow the flags (maxArgs < 0: no upper bound). ok
 // is false when the command must stop at once, with code: 0 after -h or
 // --help (the usage went to stdout), 2 after a bad flag or a wrong number
-// of arguments (the reason and the usage went to stderr).
+// of arguments (the reason went to stderr, with the usage's first line and
+// a hint: see UsageError).
 func Parse(fs *flag.FlagSet, args []string, minArgs, maxArgs int, stdout, stderr io.Writer) (code int, ok bool) {
 	var buf bytes.Buffer
 	fs.SetOutput(&buf)
@@ -98,29 +99,40 @@ func Parse(fs *flag.FlagSet, args []string, minArgs, maxArgs int, stdout, stderr
 		fs.SetOutput(stderr)
 		return 0, false
 	case err != nil:
-		_, _ = stderr.Write(buf.Bytes())
+		// The flag package wrote the reason, then the whole usage.
+		reason, _, _ := strings.Cut(buf.String(), "\n")
+		fmt.Fprintf(stderr, "%s: %s\n", fs.Name(), reason)
+		shortUsage(fs, stderr)
 		return 2, false
 	}
 	if n := fs.NArg(); n < minArgs || (maxArgs >= 0 && n > maxArgs) {
 		switch {
 		case maxArgs == 0:
-			fmt.Fprintf(stderr, "%s: unexpected arguments: %s\n", fs.Name(), strings.Join(fs.Args(), " "))
+			return UsageError(fs, stderr, "unexpected arguments: %s", strings.Join(fs.Args(), " ")), false
 		case minArgs == maxArgs:
-			fmt.Fprintf(stderr, "%s: want %d argument(s), got %d\n", fs.Name(), minArgs, n)
+			return UsageError(fs, stderr, "want %d argument(s), got %d", minArgs, n), false
 		default:
-			fmt.Fprintf(stderr, "%s: wrong number of arguments (%d)\n", fs.Name(), n)
+			return UsageError(fs, stderr, "wrong number of arguments (%d)", n), false
 		}
-		fs.Usage()
-		return 2, false
 	}
 	return 0, true
 }
 
-// UsageError writes "NAME: message" and fs's usage to stderr and returns 2,
-// the exit code of a usage error.
+// UsageError writes "NAME: message", the first line of fs's usage (its
+// synopsis) and a hint to run NAME --help for the rest to stderr, and
+// returns 2, the exit code of a usage error.
 func UsageError(fs *flag.FlagSet, stderr io.Writer, format string, args ...any) int {
 	fmt.Fprintf(stderr, "%s: %s\n", fs.Name(), fmt.Sprintf(format, args...))
-	fs.SetOutput(stderr)
-	fs.Usage()
+	shortUsage(fs, stderr)
 	return 2
+}
+
+// shortUsage writes the first line of fs's usage and where the rest is.
+func shortUsage(fs *flag.FlagSet, w io.Writer) {
+	var buf bytes.Buffer
+	fs.SetOutput(&buf)
+	fs.Usage()
+	fs.SetOutput(w)
+	first, _, _ := strings.Cut(buf.String(), "\n")
+	fmt.Fprintf(w, "%s\n(%s --help tells every flag)\n", first, fs.Name())
 }

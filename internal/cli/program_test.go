@@ -53,6 +53,9 @@ func TestProgramRun(t *testing.T) {
 
 func TestParse(t *testing.T) {
 	usage := "usage: prog sub [--x V] ARG\n\nDoes things.\n\nflags:\n  -x string\n    \tthe x\n"
+	// A usage error says why in one line, then the synopsis and where the
+	// rest is: not the whole usage.
+	short := "usage: prog sub [--x V] ARG\n(prog sub --help tells every flag)\n"
 	for _, tc := range []struct {
 		name     string
 		args     []string
@@ -64,10 +67,11 @@ func TestParse(t *testing.T) {
 		{"OK", []string{"--x", "v", "a"}, 1, 1, answer{0, "", ""}, true, "v"},
 		{"OKUnbounded", []string{"a", "b", "c"}, 1, -1, answer{0, "", ""}, true, ""},
 		{"Help", []string{"--help"}, 1, 1, answer{0, usage, ""}, false, ""},
-		{"ErrBadFlag", []string{"--nope"}, 1, 1, answer{2, "", "flag provided but not defined: -nope\n" + usage}, false, ""},
-		{"ErrMissing", nil, 1, 1, answer{2, "", "prog sub: want 1 argument(s), got 0\n" + usage}, false, ""},
-		{"ErrExtra", []string{"a", "b"}, 0, 0, answer{2, "", "prog sub: unexpected arguments: a b\n" + usage}, false, ""},
-		{"ErrRange", []string{"a", "b", "c"}, 1, 2, answer{2, "", "prog sub: wrong number of arguments (3)\n" + usage}, false, ""},
+		{"ErrBadFlag", []string{"--nope"}, 1, 1, answer{2, "", "prog sub: flag provided but not defined: -nope\n" + short}, false, ""},
+		{"ErrBadValue", []string{"-x"}, 1, 1, answer{2, "", "prog sub: flag needs an argument: -x\n" + short}, false, ""},
+		{"ErrMissing", nil, 1, 1, answer{2, "", "prog sub: want 1 argument(s), got 0\n" + short}, false, ""},
+		{"ErrExtra", []string{"a", "b"}, 0, 0, answer{2, "", "prog sub: unexpected arguments: a b\n" + short}, false, ""},
+		{"ErrRange", []string{"a", "b", "c"}, 1, 2, answer{2, "", "prog sub: wrong number of arguments (3)\n" + short}, false, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fs := NewFlagSet("prog sub", "[--x V] ARG", "Does things.")
@@ -85,7 +89,7 @@ func TestParse(t *testing.T) {
 func TestUsageError(t *testing.T) {
 	fs := NewFlagSet("prog sub", "ARG", "")
 	var errb bytes.Buffer
-	if code := UsageError(fs, &errb, "--%s is required", "name"); code != 2 || errb.String() != "prog sub: --name is required\nusage: prog sub ARG\n" {
+	if code := UsageError(fs, &errb, "--%s is required", "name"); code != 2 || errb.String() != "prog sub: --name is required\nusage: prog sub ARG\n(prog sub --help tells every flag)\n" {
 		t.Fatalf("exit %d, stderr %q", code, errb.String())
 	}
 }

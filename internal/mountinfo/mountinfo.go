@@ -12,6 +12,9 @@ import (
 
 // Mount is one line of a mount table.
 type Mount struct {
+	// Dev is the file system's device ("major:minor"): mounts of one file
+	// system share it.
+	Dev string
 	// Root is the directory of the file system that is mounted at Point
 	// ("/" for the whole of it; a cgroup mount in a cgroup namespace or a
 	// bind mount shows the subtree it is), octal escapes decoded.
@@ -68,7 +71,7 @@ func Parse(text string) []Mount {
 			continue
 		}
 		out = append(out, Mount{
-			Root: Unescape(f[3]), Point: Unescape(f[4]), Options: strings.Split(f[5], ","),
+			Dev: f[2], Root: Unescape(f[3]), Point: Unescape(f[4]), Options: strings.Split(f[5], ","),
 			FSType: g[0], Source: Unescape(g[1]), SuperOptions: strings.Split(g[2], ","),
 		})
 	}
@@ -98,6 +101,28 @@ func Visible(mounts []Mount) []Mount {
 		}
 		index[m.Point] = len(out)
 		out = append(out, m)
+	}
+	return out
+}
+
+// Covering returns the points of the mounts that now cover parts of the
+// file system mounted at dir (a container runtime's masks over /proc):
+// those below dir mounted after the last mount at dir, in order.
+func Covering(mounts []Mount, dir string) []string {
+	last := -1
+	for i, m := range mounts {
+		if m.Point == dir {
+			last = i
+		}
+	}
+	if last < 0 {
+		return nil
+	}
+	var out []string
+	for _, m := range mounts[last+1:] {
+		if strings.HasPrefix(m.Point, strings.TrimSuffix(dir, "/")+"/") {
+			out = append(out, m.Point)
+		}
 	}
 	return out
 }

@@ -17,11 +17,11 @@ not a mount line
 
 func TestParse(t *testing.T) {
 	want := []Mount{
-		{Root: "/", Point: "/", Options: []string{"rw", "relatime"}, FSType: "ext4", Source: "/dev/vda", SuperOptions: []string{"rw", "discard"}},
-		{Root: "/", Point: "/run/a b", Options: []string{"rw", "nosuid", "nodev"}, FSType: "tmpfs", Source: "tmpfs", SuperOptions: []string{"rw", "size=16384k", "nr_inodes=1000", "mode=711"}},
-		{Root: "/", Point: "/dev/pts", Options: []string{"rw", "nosuid", "noexec"}, FSType: "devpts", Source: "devpts", SuperOptions: []string{"rw", "mode=620", "ptmxmode=666"}},
-		{Root: "/", Point: "/dev/pts", Options: []string{"rw", "nosuid", "noexec"}, FSType: "devpts", Source: "devpts", SuperOptions: []string{"rw", "mode=620", "ptmxmode=666", "max=8"}},
-		{Root: "/usr", Point: "/usr", Options: []string{"ro", "nosuid"}, FSType: "ext4", Source: "/dev/vda", SuperOptions: []string{"rw"}},
+		{Dev: "0:21", Root: "/", Point: "/", Options: []string{"rw", "relatime"}, FSType: "ext4", Source: "/dev/vda", SuperOptions: []string{"rw", "discard"}},
+		{Dev: "0:39", Root: "/", Point: "/run/a b", Options: []string{"rw", "nosuid", "nodev"}, FSType: "tmpfs", Source: "tmpfs", SuperOptions: []string{"rw", "size=16384k", "nr_inodes=1000", "mode=711"}},
+		{Dev: "0:40", Root: "/", Point: "/dev/pts", Options: []string{"rw", "nosuid", "noexec"}, FSType: "devpts", Source: "devpts", SuperOptions: []string{"rw", "mode=620", "ptmxmode=666"}},
+		{Dev: "0:41", Root: "/", Point: "/dev/pts", Options: []string{"rw", "nosuid", "noexec"}, FSType: "devpts", Source: "devpts", SuperOptions: []string{"rw", "mode=620", "ptmxmode=666", "max=8"}},
+		{Dev: "0:42", Root: "/usr", Point: "/usr", Options: []string{"ro", "nosuid"}, FSType: "ext4", Source: "/dev/vda", SuperOptions: []string{"rw"}},
 	}
 	got := Parse(sample)
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -43,5 +43,29 @@ func TestRead(t *testing.T) {
 	}
 	if _, err := Read("/proc", 1<<30); err == nil {
 		t.Fatal("Read of a missing process succeeded")
+	}
+}
+
+// TestCovering: the mounts over parts of a file system are those below it
+// mounted after its last mount; a fresh mount over it covers them.
+func TestCovering(t *testing.T) {
+	masked := "500 480 0:171 / /proc rw - proc proc rw\n" +
+		"126 500 0:171 /sys /proc/sys ro - proc proc rw\n" +
+		"130 500 0:172 /null /proc/kcore rw - tmpfs tmpfs rw\n" +
+		"131 480 0:173 / /procfoo rw - tmpfs tmpfs rw\n"
+	for _, tc := range []struct {
+		name, text, dir string
+		want            []string
+	}{
+		{"Masked", masked, "/proc", []string{"/proc/sys", "/proc/kcore"}},
+		{"FreshOverIt", masked + "700 480 0:180 / /proc rw - proc proc rw\n", "/proc", nil},
+		{"MaskedAgain", masked + "700 480 0:180 / /proc rw - proc proc rw\n701 700 0:181 / /proc/acpi ro - tmpfs tmpfs ro\n", "/proc", []string{"/proc/acpi"}},
+		{"NotMounted", masked, "/sys", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, Covering(Parse(tc.text), tc.dir)); diff != "" {
+				t.Errorf("Covering (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

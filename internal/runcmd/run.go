@@ -8,6 +8,8 @@ package runcmd
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -41,20 +43,54 @@ sandbox (also on Ctrl-C) and exits with CMD's exit code. When a limit ends
 CMD, the exit code is non-zero (137 when killed) and one line on stderr names
 the limit. Must run as root (the sandbox itself runs as an unprivileged uid).`
 
+// Images gives `run --image` its image: the worker's image store (the
+// program that serves a plain run has none, and hands a run with --image
+// to the worker: see WantsImage).
+type Images interface {
+	// Register adds the flags that say where images come from.
+	Register(fs *flag.FlagSet)
+	// Acquire holds the image ref for the run; done releases what it
+	// opened, once the run's sandbox is wiped.
+	Acquire(ctx context.Context, ref string) (img *sandbox.RootImage, done func(), err error)
+}
+
+// WantsImage reports whether run's args (before "--") give --image.
+func WantsImage(args []string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		if a == "--image" || a == "-image" || strings.HasPrefix(a, "--image=") || strings.HasPrefix(a, "-image=") {
+			return true
+		}
+	}
+	return false
+}
+
 // Run runs one command in a fresh sandbox, as `codes-sandbox run` with args
 // does, and returns the program's exit code; see runHelp.
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return RunWith(ctx, args, stdin, stdout, stderr, nil)
+}
+
+// RunWith is Run with images (nil: none, and --image is refused).
+func RunWith(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, images Images) int {
 	fs := cli.NewFlagSet("codes-sandbox run", "[flags] -- CMD [ARGS...]", runHelp)
 	env := envFlags{}
 	var o sandbox.Options
 	var lf LimitFlags
+	var ref string
 	fs.DurationVar(&o.TimeBox, "time-box", agentsandbox.DefaultTimeBox, "how long the sandbox may live (1s to 30m)")
 	lf.Register(fs, "of the sandbox")
 	fs.Var(env, "env", "K=V added to the command's environment (repeatable)")
+	fs.StringVar(&ref, "image", "", "run CMD on this image (`REF`, from an --image-registry) instead of the host's view")
+	if images != nil {
+		images.Register(fs)
+	}
 	if code, ok := cli.Parse(fs, args, 0, -1, stdout, stderr); !ok {
 		return code
 	}
-	if fs.NArg() == 0 {
+	if fs.NArg() == 0 || fs.Arg(0) == "" {
 		fmt.Fprintln(stderr, "codes-sandbox run: no command given (codes-sandbox run [flags] -- CMD [ARGS...])")
 		return 2
 	}
@@ -68,6 +104,19 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return 2
 	}
 	o.Env = env
+	if ref != "" {
+		if images == nil {
+			fmt.Fprintln(stderr, "codes-sandbox run: --image is served by codes-sandbox-worker (run it through codes-sandbox)")
+			return 2
+		}
+		img, done, err := images.Acquire(ctx, ref)
+		if err != nil {
+			fmt.Fprintf(stderr, "codes-sandbox run: %v\n", err)
+			return 125
+		}
+		defer done()
+		o.Image = img
+	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	// The sandbox's first process, when neither the command itself nor
 	// prlimit can be (see sandbox.Runtime.Run), is this program re-executed
@@ -88,6 +137,9 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case ctx.Err() != nil:
 		fmt.Fprintln(stderr, "codes-sandbox run: interrupted; the sandbox was killed and wiped")
 		return 130
+	case errors.Is(err, sandbox.ErrNoCommand):
+		fmt.Fprintf(stderr, "codes-sandbox %v\n", err)
+		return 127 // as the shell's
 	case err != nil:
 		fmt.Fprintf(stderr, "codes-sandbox run: %v\n", err)
 		return 125

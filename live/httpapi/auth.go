@@ -226,13 +226,16 @@ func decideOwnerCredential(p presented, f found, now time.Time) decision {
 	return d
 }
 
-// decideOwnership decides whether person may see stream (nil when unknown).
+// decideOwnership decides whether person may see stream (nil when
+// unknown). Someone else's stream is answered as an unknown one is, so that
+// a person cannot learn which streams exist; only the log's reason differs.
 func decideOwnership(person, streamID string, stream *live.Stream) decision {
+	const msg = "you have no agent stream %s: check the stream id in the URL (only a stream's owner sees it)"
 	switch {
 	case stream == nil:
-		return refuse(live.ENOTFOUND, "no_stream", "there is no agent stream %s: check the stream id in the URL", describe(streamID))
+		return refuse(live.ENOTFOUND, "no_stream", msg, describe(streamID))
 	case stream.OwnerID != person:
-		return refuse(live.EFORBIDDEN, "not_owner", "only the owner of stream %s may see its worker: sign in as its owner", describe(streamID))
+		return refuse(live.ENOTFOUND, "not_owner", msg, describe(streamID))
 	}
 	return allow("owner", person)
 }

@@ -84,11 +84,13 @@ func (s *Server) handleCheckIn(w http.ResponseWriter, r *http.Request, rl *reqLo
 	}
 	var reg live.Registration
 	var errs []agentsandbox.ValidationError
+	degraded := res.Valid && s.assessed.degraded(body)
 	for attempt := 1; ; attempt++ {
 		if res.Valid {
-			reg, err = s.store.Accept(ctx, live.Registration{StreamID: streamID, Report: body, ServiceID: a.service, SubjectID: a.subject, AuthEpoch: a.epoch})
+			reg, err = s.store.Accept(ctx, live.Registration{StreamID: streamID, Report: body, ServiceID: a.service, SubjectID: a.subject,
+				Degraded: degraded, AuthEpoch: a.epoch})
 		} else {
-			errs, err = s.refuse(ctx, live.Refusal{StreamID: streamID, ServiceID: a.service, SubjectID: a.subject, Errors: redactErrors(res.Errors), AuthEpoch: a.epoch}, body)
+			errs, err = s.refuse(ctx, live.Refusal{StreamID: streamID, ServiceID: a.service, SubjectID: a.subject, AuthEpoch: a.epoch}, res.Errors, body)
 		}
 		if !errors.Is(err, live.ErrAuthChanged) || attempt == maxAuthAttempts {
 			break
@@ -123,14 +125,17 @@ func (s *Server) handleCheckIn(w http.ResponseWriter, r *http.Request, rl *reqLo
 // authorisation changes under it.
 const maxAuthAttempts = 3
 
-// refuse records a contract refusal, with the refused report's own reasons
-// (never as a registration), and returns the errors to answer.
-func (s *Server) refuse(ctx context.Context, ref live.Refusal, body []byte) ([]agentsandbox.ValidationError, error) {
+// refuse records a contract refusal with its errors (bounded and cleaned:
+// live.RefusalErrors), the refused report's five facts and own reasons
+// (never as a registration), and returns the errors to answer: all of
+// them, as the contract gives them, with anything secret-like redacted.
+func (s *Server) refuse(ctx context.Context, ref live.Refusal, errs []agentsandbox.ValidationError, body []byte) ([]agentsandbox.ValidationError, error) {
 	if v, err := contract.DecodeStrict(body); err == nil { // Check decoded it already
-		ref.Reasons = live.RefusedReasons(v)
+		ref.Reasons, ref.Facts = live.RefusedReasons(v), live.RefusedFacts(v)
 	}
+	ref.Errors, ref.ErrorsTotal = live.RefusalErrors(errs)
 	_, err := s.store.Refuse(ctx, ref)
-	return ref.Errors, err
+	return redactErrors(errs), err
 }
 
 // authorized is an authorised check-in: its service and subject, the auth
@@ -164,8 +169,17 @@ func (s *Server) authorizeCheckIn(ctx context.Context, r *http.Request, streamID
 			l, hit = s.lookups.get(a.key, s.now())
 		}
 		if !hit {
+			// An id no store could hold names nothing: it is not asked
+			// for (a database may refuse it as text it cannot hold).
+			stream, subject := streamID, a.key.subject
+			if !validID(stream) {
+				stream = ""
+			}
+			if !validID(subject) {
+				subject = ""
+			}
 			var err error
-			if l, err = s.store.LookupCheckIn(ctx, a.key.hash, streamID, a.key.subject); err != nil {
+			if l, err = s.store.LookupCheckIn(ctx, a.key.hash, stream, subject); err != nil {
 				return a, fmt.Errorf("check in: %w", err)
 			}
 		}
@@ -307,6 +321,11 @@ func (s *Server) stream(ctx context.Context, id string) (*live.Stream, error) {
 	}
 	return &st, nil
 }
+
+// validID reports whether id could name something in a store
+// (live.CheckID): anything else, such as text with a NUL or invalid UTF-8,
+// names nothing and is never sent to the store.
+func validID(id string) bool { return live.CheckID("", id) == nil }
 
 // missing reports whether a lookup found nothing: not found, or an id the
 // store cannot even hold (which then names nothing).

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 
 	"openvibe.network/agentsandbox"
 	"openvibe.network/agentsandbox/live"
@@ -16,6 +17,7 @@ const (
 	EMALFORMED = "malformed_json"         // 400: not well-formed, strict JSON
 	ECONTRACT  = "contract_violation"     // 422: the contract refused the report
 	EMETHOD    = "method_not_allowed"     // 405: the path exists, the method does not
+	EMOVED     = "moved"                  // 307: the path is not canonical (Location says which is)
 )
 
 // codeInfo is what one error code means over HTTP.
@@ -39,6 +41,7 @@ var codes = map[string]codeInfo{
 	live.EINTERNAL:     {http.StatusInternalServerError, "internal"},
 	live.EUNAVAILABLE:  {http.StatusServiceUnavailable, "unavailable"},
 	EMETHOD:            {http.StatusMethodNotAllowed, "method_not_allowed"},
+	EMOVED:             {http.StatusTemporaryRedirect, "moved"},
 }
 
 // infoOf returns the table's entry for code (internal for an unknown code).
@@ -125,4 +128,26 @@ func writeJSONBytes(w http.ResponseWriter, status int, b []byte) {
 	h["X-Content-Type-Options"] = []string{"nosniff"}
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
+}
+
+// ErrorBody is the JSON body, {"error":{"code","message"}}, of an answer
+// the HTTP server writes itself to a request it cannot read, for its status
+// and net/http's own text (see httpserve.Config.ErrorBody): 400 invalid (a
+// malformed request), 431 too_large (a header too large), 501
+// not_implemented (a transfer coding it does not take), anything else
+// invalid.
+func ErrorBody(status int, text string) []byte {
+	text = clip(strings.TrimSpace(text), 200)
+	d := errorDetail{Code: live.EINVALID, Message: "the request is not well-formed HTTP/1.1 (" + text + "): send a well-formed request"}
+	switch status {
+	case http.StatusRequestHeaderFieldsTooLarge:
+		d = errorDetail{Code: ETOOLARGE, Message: "the request's header is too large: send a smaller one (Live needs only a few headers)"}
+	case http.StatusNotImplemented:
+		d = errorDetail{Code: "not_implemented", Message: "the request uses a transfer coding Live does not take (" + text + "): send the body as it is, or chunked"}
+	}
+	b, err := json.Marshal(errorBody{Error: d})
+	if err != nil {
+		return []byte(`{"error":{"code":"internal","message":"internal error"}}`)
+	}
+	return b
 }

@@ -42,6 +42,9 @@ const SubjectHeader = "X-OV-Subject"
 // DefaultSessionTTL is how long a session made by signing in lasts.
 const DefaultSessionTTL = 7 * 24 * time.Hour
 
+// DefaultStoreTimeout is how long a request waits for the store by default.
+const DefaultStoreTimeout = 5 * time.Second
+
 // Store is what the server asks of Live's state. Every live.Store is one.
 // Its methods fail as live.Store's do: a *live.Error with code
 // live.ENOTFOUND for an unknown id, live.EINVALID for bad input, or any other
@@ -83,6 +86,11 @@ type Config struct {
 	// did not come over TLS (for a TLS-terminating proxy in front). Over
 	// TLS it is always set.
 	SecureCookies bool
+	// StoreTimeout bounds how long a request waits for the store in all;
+	// past it the request is answered 503 unavailable, "Live's database did
+	// not answer within …". 0 means DefaultStoreTimeout. Keep it below the
+	// HTTP server's write timeout and the workers' client timeout (10 s).
+	StoreTimeout time.Duration
 	// Build is reported by the ovlive_build_info metric.
 	Build buildinfo.Info
 	// Logger receives one line per request; nil discards them.
@@ -102,10 +110,15 @@ type Server struct {
 	window     time.Duration
 	sessionTTL time.Duration
 	secure     bool
-	log        *slog.Logger
-	metrics    *metrics
-	lookups    *lookupCache
-	mux        *http.ServeMux
+	// storeTimeout bounds each request's time in the store.
+	storeTimeout time.Duration
+	// crossOrigin refuses sign-ins and sign-outs sent from another site.
+	crossOrigin *http.CrossOriginProtection
+	log         *slog.Logger
+	metrics     *metrics
+	lookups     *lookupCache
+	assessed    *assessCache
+	mux         *http.ServeMux
 }
 
 // New returns a Server for cfg. It fails when cfg has no Store, a negative
@@ -115,13 +128,17 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Store == nil {
 		return nil, errors.New("new server: config has no store")
 	}
-	if cfg.Window < 0 || cfg.SessionTTL < 0 {
-		return nil, fmt.Errorf("new server: negative alive window %s or session lifetime %s", cfg.Window, cfg.SessionTTL)
+	if cfg.Window < 0 || cfg.SessionTTL < 0 || cfg.StoreTimeout < 0 {
+		return nil, fmt.Errorf("new server: negative alive window %s, session lifetime %s or store timeout %s", cfg.Window, cfg.SessionTTL, cfg.StoreTimeout)
 	}
 	if (cfg.Registerer == nil) != (cfg.Gatherer == nil) {
 		return nil, errors.New("new server: set both Registerer and Gatherer, or neither")
 	}
-	s := &Server{now: cfg.Now, window: cfg.Window, sessionTTL: cfg.SessionTTL, secure: cfg.SecureCookies, log: cfg.Logger, lookups: newLookupCache()}
+	s := &Server{now: cfg.Now, window: cfg.Window, sessionTTL: cfg.SessionTTL, secure: cfg.SecureCookies, storeTimeout: cfg.StoreTimeout,
+		crossOrigin: http.NewCrossOriginProtection(), log: cfg.Logger, lookups: newLookupCache(), assessed: newAssessCache()}
+	if s.storeTimeout == 0 {
+		s.storeTimeout = DefaultStoreTimeout
+	}
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -147,7 +164,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("new server: %w", err)
 	}
 	s.metrics = m
-	s.store = timedStore{Store: cfg.Store, m: m}
+	s.store = timedStore{s: cfg.Store, m: m, timeout: s.storeTimeout}
 	if err := reg.Register(streamsCollector{s: s}); err != nil {
 		return nil, fmt.Errorf("new server: %w", err)
 	}
@@ -169,8 +186,10 @@ func (s *Server) routes(metricsHandler http.Handler) *http.ServeMux {
 		{"GET", "/streams/agent/{id}/worker", routeOwnerPage, s.handleOwnerPage},
 		{"GET", "/streams", routeIndex, s.handleIndex},
 		{"GET", "/login", routeLogin, s.handleLogin},
+		{"POST", "/login", routeLogin, s.handleLoginPost},
 		{"GET", "/logout", routeLogout, s.handleLogout},
-		{"POST", "/logout", routeLogout, s.handleLogout},
+		{"POST", "/logout", routeLogout, s.handleLogoutPost},
+		{"GET", "/{$}", routeRoot, s.handleRoot},
 		{"GET", "/healthz", routeHealthz, s.handleHealthz},
 		{"GET", "/metrics", routeMetrics, func(w http.ResponseWriter, r *http.Request, rl *reqLog) {
 			rl.outcome = "ok"
@@ -222,9 +241,7 @@ func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serve) }
 // commits a probe row), 503 otherwise, with the store's own words when it
 // knows why it cannot write (a full disk, say).
 func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request, rl *reqLog) {
-	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
-	defer cancel()
-	if err := s.store.Probe(ctx); err != nil {
+	if err := s.store.Probe(r.Context()); err != nil {
 		rl.err = err
 		why := "the store does not answer or cannot write"
 		if live.ErrorCode(err) == live.EUNAVAILABLE {

@@ -4,7 +4,9 @@ import (
 	"crypto/tls"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -19,29 +21,78 @@ func noRedirect(c *http.Client) *http.Client {
 	return &cc
 }
 
-// TestLogin: a ticket signs in once (303 to /streams, a session cookie
-// that works and is HttpOnly and SameSite=Lax), and every bad ticket is a
-// page that says so.
+// signIn opens link with c (not following redirects) and confirms with
+// the page's button, as a browser on the same site does: it returns the
+// confirmation's answer.
+func signIn(tb testing.TB, f *fixture, c *http.Client, link string, header map[string]string) *http.Response {
+	tb.Helper()
+	u, err := url.Parse(link)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	form := url.Values{LoginTicketParam: {u.Query().Get(LoginTicketParam)}}
+	if next := u.Query().Get(NextParam); next != "" {
+		form.Set(NextParam, next)
+	}
+	r, err := http.NewRequest("POST", u.Scheme+"://"+u.Host+"/login", strings.NewReader(form.Encode()))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	r.Header.Set("Origin", u.Scheme+"://"+u.Host)
+	r.Header.Set("Sec-Fetch-Site", "same-origin")
+	for k, v := range header {
+		if v == "" {
+			r.Header.Del(k)
+		} else {
+			r.Header.Set(k, v)
+		}
+	}
+	resp, err := c.Do(r)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp
+}
+
+// sessionOf returns the session cookie resp sets, or nil.
+func sessionOf(resp *http.Response) *http.Cookie {
+	for _, ck := range resp.Cookies() {
+		if ck.Name == SessionCookie && ck.MaxAge > 0 {
+			return ck
+		}
+	}
+	return nil
+}
+
+// TestLogin: opening a sign-in link shows a page with a button and uses
+// nothing up; the button (a POST from this site) signs in once (303 to
+// /streams, a session cookie that works and is HttpOnly and SameSite=Lax);
+// every bad ticket is a page that says so.
 func TestLogin(t *testing.T) {
 	f := newFixture(t, sqliteBackend, fixtureOptions{logs: true})
 	c := noRedirect(f.srv.Client())
 	link := f.loginLink(t, f.owner, time.Hour)
 	expired := f.loginLink(t, f.owner, -time.Second)
-	resp, err := c.Get(link)
-	if err != nil {
-		t.Fatal(err)
+	for range 2 { // a link previewer, then the person: neither uses the ticket up
+		resp, err := c.Get(link)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := readAll(t, resp)
+		resp.Body.Close()
+		f.nextLog(t)
+		if resp.StatusCode != 200 || !strings.Contains(body, "Sign in as Owner") || !strings.Contains(body, `method="post" action="/login"`) || len(resp.Cookies()) != 0 {
+			t.Fatalf("GET %s: %d %v\n%s\nwant 200, a page with a button, no cookie", link, resp.StatusCode, resp.Cookies(), body)
+		}
 	}
-	resp.Body.Close()
+	resp := signIn(t, f, c, link, nil)
 	f.nextLog(t)
 	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/streams" {
 		t.Fatalf("login: %d to %q, want 303 to /streams", resp.StatusCode, resp.Header.Get("Location"))
 	}
-	var cookie *http.Cookie
-	for _, ck := range resp.Cookies() {
-		if ck.Name == SessionCookie {
-			cookie = ck
-		}
-	}
+	cookie := sessionOf(resp)
 	if cookie == nil || !cookie.HttpOnly || cookie.SameSite != http.SameSiteLaxMode || cookie.Secure || cookie.Path != "/" ||
 		cookie.MaxAge != int(DefaultSessionTTL/time.Second) || !strings.HasPrefix(cookie.Value, "ovsess_") {
 		t.Fatalf("session cookie %+v", cookie)
@@ -55,6 +106,19 @@ func TestLogin(t *testing.T) {
 		t.Fatalf("/streams with the new session: %d %s", status, body)
 	}
 	f.nextLog(t)
+	t.Run("OwnUsedLinkWhileSignedIn", func(t *testing.T) {
+		r, _ := http.NewRequest("GET", link, nil)
+		r.AddCookie(cookie)
+		resp, err := c.Do(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		f.nextLog(t)
+		if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/streams" {
+			t.Fatalf("%d to %q, want 303 to /streams", resp.StatusCode, resp.Header.Get("Location"))
+		}
+	})
 	for _, tc := range []struct{ name, url, reads string }{
 		{"ErrUsedTwice", link, "used already"},
 		{"ErrExpired", expired, "has expired"},
@@ -73,10 +137,15 @@ func TestLogin(t *testing.T) {
 			if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(body, tc.reads) || len(resp.Cookies()) != 0 {
 				t.Fatalf("%d, cookies %v, body %s; want 401 reading %q and no cookie", resp.StatusCode, resp.Cookies(), body, tc.reads)
 			}
+			resp = signIn(t, f, c, tc.url, nil)
+			f.nextLog(t)
+			if resp.StatusCode != http.StatusUnauthorized || sessionOf(resp) != nil {
+				t.Fatalf("POST: %d, cookies %v; want 401 and no cookie", resp.StatusCode, resp.Cookies())
+			}
 		})
 	}
 	t.Run("Logout", func(t *testing.T) {
-		status, body := f.do(t, req{method: "POST", path: "/logout", cookies: []string{cookie.Value}})
+		status, body := f.do(t, req{method: "POST", path: "/logout", cookies: []string{cookie.Value}, headers: map[string]string{"Sec-Fetch-Site": "same-origin"}})
 		line := f.nextLog(t)
 		if status != 200 || !strings.Contains(string(body), "Signed out") || line["reason"] != "session_revoked" {
 			t.Fatalf("logout: %d %s, log %v", status, body, line)
@@ -86,6 +155,126 @@ func TestLogin(t *testing.T) {
 		}
 		f.nextLog(t)
 	})
+}
+
+// TestLoginCSRF: no other site can sign a browser in or out. A link a
+// page navigates to shows a confirmation and uses nothing; a POST to
+// /login or /logout from another site (its Sec-Fetch-Site, or else its
+// Origin, says so) is refused with nothing changed; GET /logout only asks.
+func TestLoginCSRF(t *testing.T) {
+	f := newFixture(t, sqliteBackend, fixtureOptions{})
+	c := noRedirect(f.srv.Client())
+	mallory := f.person(t, "Mallory")
+	link := f.loginLink(t, mallory, time.Hour)
+	session := func() bool {
+		t.Helper()
+		cred, err := f.store.CredentialByHash(t.Context(), live.HashSecret(f.secrets["session"]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cred.RevokedAt == nil
+	}
+	for _, tc := range []struct {
+		name   string
+		header map[string]string
+	}{
+		{"CrossSite", map[string]string{"Sec-Fetch-Site": "cross-site", "Origin": "http://evil.example"}},
+		{"SameSiteOtherOrigin", map[string]string{"Sec-Fetch-Site": "same-site", "Origin": "http://sub.127.0.0.1.example"}},
+		{"OtherOriginNoFetchMetadata", map[string]string{"Sec-Fetch-Site": "", "Origin": "http://evil.example"}},
+	} {
+		t.Run("SignIn"+tc.name, func(t *testing.T) {
+			resp := signIn(t, f, c, link, tc.header)
+			if resp.StatusCode != http.StatusForbidden || sessionOf(resp) != nil {
+				t.Fatalf("%d, cookies %v; want 403 and no cookie", resp.StatusCode, resp.Cookies())
+			}
+		})
+		t.Run("SignOut"+tc.name, func(t *testing.T) {
+			h := map[string]string{"Content-Type": "application/x-www-form-urlencoded"}
+			for k, v := range tc.header {
+				h[k] = v
+			}
+			status, body := f.do(t, req{method: "POST", path: "/logout", cookies: []string{f.secrets["session"]}, headers: h})
+			if status != http.StatusForbidden || !session() {
+				t.Fatalf("%d %s, session usable %v; want 403 and the session kept", status, body, session())
+			}
+		})
+	}
+	t.Run("GetLogoutOnlyAsks", func(t *testing.T) {
+		status, body := f.do(t, req{method: "GET", path: "/logout", cookies: []string{f.secrets["session"]}})
+		if status != 200 || !strings.Contains(string(body), `method="post" action="/logout"`) || !session() {
+			t.Fatalf("%d %s, session usable %v; want a page with a button and the session kept", status, body, session())
+		}
+	})
+	t.Run("LinkOpenedByAnotherSiteUsesNothing", func(t *testing.T) {
+		r, _ := http.NewRequest("GET", link, nil)
+		r.Header.Set("Sec-Fetch-Site", "cross-site")
+		r.AddCookie(&http.Cookie{Name: SessionCookie, Value: f.secrets["session"]})
+		resp, err := c.Do(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := readAll(t, resp)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || len(resp.Cookies()) != 0 || !strings.Contains(body, "signed in as Owner now") || !strings.Contains(body, "Sign in as Mallory") {
+			t.Fatalf("%d %v %s; want a page that names both and sets nothing", resp.StatusCode, resp.Cookies(), body)
+		}
+		// The ticket is still good for Mallory's own browser.
+		if resp := signIn(t, f, c, link, nil); resp.StatusCode != http.StatusSeeOther || sessionOf(resp) == nil {
+			t.Fatalf("the ticket after the other site's visit: %d", resp.StatusCode)
+		}
+	})
+	t.Run("SameOriginWithoutFetchMetadata", func(t *testing.T) {
+		status, _ := f.do(t, req{method: "POST", path: "/logout", cookies: []string{f.secrets["session"]}, headers: map[string]string{"Origin": f.srv.URL}})
+		if status != 200 || session() {
+			t.Fatalf("%d, session usable %v; want signed out", status, session())
+		}
+	})
+}
+
+// TestLoginGoesBack: after signing in, the browser goes on to the page
+// that asked for it: the one whose 401 it saw (remembered in a cookie), or
+// the link's next; never to another site.
+func TestLoginGoesBack(t *testing.T) {
+	f := newFixture(t, sqliteBackend, fixtureOptions{})
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := noRedirect(f.srv.Client())
+	c.Jar = jar
+	page := "/streams/agent/" + f.stream + "/worker"
+	resp, err := c.Get(f.srv.URL + page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 401 {
+		t.Fatalf("the page before signing in: %d", resp.StatusCode)
+	}
+	if resp := signIn(t, f, c, f.loginLink(t, f.owner, time.Hour), nil); resp.StatusCode != 303 || resp.Header.Get("Location") != page {
+		t.Fatalf("after signing in: %d to %q, want %s", resp.StatusCode, resp.Header.Get("Location"), page)
+	}
+	u, _ := url.Parse(f.srv.URL)
+	for _, ck := range jar.Cookies(u) {
+		if ck.Name == NextCookie {
+			t.Fatalf("the page to go back to is still remembered: %+v", ck)
+		}
+	}
+	for _, tc := range []struct{ next, want string }{
+		{page, page},
+		{"/streams", "/streams"},
+		{"https://evil.example/streams", "/streams"},
+		{"//evil.example/streams", "/streams"},
+		{"/streams/../metrics", "/streams"},
+		{"/metrics", "/streams"},
+		{"/streams/x?y=1", "/streams"},
+	} {
+		link := f.loginLink(t, f.owner, time.Hour+time.Duration(len(tc.next))) + "&" + NextParam + "=" + url.QueryEscape(tc.next)
+		resp := signIn(t, f, noRedirect(f.srv.Client()), link, nil)
+		if resp.StatusCode != 303 || resp.Header.Get("Location") != tc.want {
+			t.Errorf("next=%s: %d to %q, want %s", tc.next, resp.StatusCode, resp.Header.Get("Location"), tc.want)
+		}
+	}
 }
 
 // TestLoginSecureCookie: over TLS, or when told, the cookie is Secure.
@@ -113,13 +302,12 @@ func TestLoginSecureCookie(t *testing.T) {
 			if tc.tls {
 				c.Transport.(*http.Transport).TLSClientConfig = &tls.Config{InsecureSkipVerify: true} // the test server's own certificate
 			}
-			resp, err := c.Get(link)
-			if err != nil {
-				t.Fatal(err)
+			resp := signIn(t, f, c, link, nil)
+			if cs := resp.Cookies(); resp.StatusCode != http.StatusSeeOther || len(cs) != 2 || sessionOf(resp) == nil || !cs[0].Secure || !cs[0].HttpOnly || !cs[1].Secure {
+				t.Fatalf("%d with cookies %+v, want a Secure HttpOnly session cookie (and the page to go back to removed)", resp.StatusCode, cs)
 			}
-			resp.Body.Close()
-			if cs := resp.Cookies(); resp.StatusCode != http.StatusSeeOther || len(cs) != 1 || !cs[0].Secure || !cs[0].HttpOnly {
-				t.Fatalf("%d with cookies %+v, want one Secure HttpOnly cookie", resp.StatusCode, cs)
+			if got := resp.Header.Get("Strict-Transport-Security"); (got != "") != tc.tls {
+				t.Fatalf("Strict-Transport-Security %q over TLS %v", got, tc.tls)
 			}
 		})
 	}

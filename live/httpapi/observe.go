@@ -3,6 +3,8 @@ package httpapi
 import (
 	"log/slog"
 	"net/http"
+	"net/url"
+	"path"
 	"time"
 
 	"openvibe.network/agentsandbox/live"
@@ -17,6 +19,7 @@ const (
 	routeIndex     = "index"
 	routeLogin     = "login"
 	routeLogout    = "logout"
+	routeRoot      = "root"
 	routeHealthz   = "healthz"
 	routeMetrics   = "metrics"
 	routeUnmatched = "unmatched" // no route, or not with this method: 404 or 405
@@ -24,7 +27,7 @@ const (
 
 // routes are all the routes.
 var routes = []string{routeCheckIn, routeOwnerJSON, routeHistory, routeOwnerPage, routeIndex, routeLogin, routeLogout,
-	routeHealthz, routeMetrics, routeUnmatched}
+	routeRoot, routeHealthz, routeMetrics, routeUnmatched}
 
 // outcomeAccepted is the outcome of a check-in that was stored.
 const outcomeAccepted = "accepted"
@@ -102,13 +105,44 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	return w.ResponseWriter.Write(b)
 }
 
+// hsts is the Strict-Transport-Security of every answer over TLS: a
+// browser that reached Live over HTTPS keeps to HTTPS for a year.
+const hsts = "max-age=31536000"
+
+// cleanPath is the canonical form of a request's path, as http.ServeMux
+// makes it before it redirects: one leading slash, no "." or ".." element,
+// no double slash, a trailing slash kept.
+func cleanPath(p string) string {
+	if p == "" {
+		return "/"
+	}
+	if p[0] != '/' {
+		p = "/" + p
+	}
+	np := path.Clean(p)
+	if p[len(p)-1] == '/' && np != "/" {
+		np += "/"
+	}
+	return np
+}
+
 // serve routes r through the mux and then writes the request's one log
 // line and its metrics (requests no route matches included).
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	rl := &reqLog{route: routeUnmatched}
 	sw := &statusWriter{ResponseWriter: w, rl: rl}
-	s.mux.ServeHTTP(sw, r)
+	if r.TLS != nil {
+		w.Header()["Strict-Transport-Security"] = []string{hsts}
+	}
+	if ep := r.URL.EscapedPath(); r.Method != "CONNECT" && cleanPath(ep) != ep {
+		// The mux would answer this itself, with a redirect as text.
+		u := &url.URL{Path: cleanPath(ep), RawQuery: r.URL.RawQuery}
+		w.Header().Set("Location", u.String())
+		writeError(sw, rl, live.Errorf(EMOVED, "the path is not in its canonical form: send the request to %s", describe(u.Path)))
+	} else {
+		s.mux.ServeHTTP(sw, r)
+	}
 	took := time.Since(start)
 	s.metrics.request(rl.route, took, rl.outcome)
 	level := slog.LevelInfo

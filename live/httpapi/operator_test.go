@@ -23,6 +23,9 @@ func TestEveryAnswerIsJSON(t *testing.T) {
 	}{
 		{"UnknownPath", "GET", "/nope", 404, live.ENOTFOUND, ""},
 		{"Root", "GET", "/", 404, live.ENOTFOUND, ""},
+		{"RootPost", "POST", "/", 405, EMETHOD, "GET, HEAD"},
+		{"NotCanonical", "GET", "/api/streams/agent/x/../x/plays/worker", 307, EMOVED, ""},
+		{"DoubleSlash", "POST", "/api//streams/agent/x/plays/worker?a=1", 307, EMOVED, ""},
 		{"UnknownAPIPath", "GET", "/api/streams/agent/x/plays/other", 404, live.ENOTFOUND, ""},
 		{"CheckInDelete", "DELETE", checkInPath(f.stream), 405, EMETHOD, "POST, GET, HEAD"},
 		{"CheckInPut", "PUT", checkInPath(f.stream), 405, EMETHOD, "POST, GET, HEAD"},
@@ -31,13 +34,14 @@ func TestEveryAnswerIsJSON(t *testing.T) {
 		{"MetricsDelete", "DELETE", "/metrics", 405, EMETHOD, "GET, HEAD"},
 		{"PagePost", "POST", "/streams/agent/" + f.stream + "/worker", 405, EMETHOD, "GET, HEAD"},
 		{"LogoutPut", "PUT", "/logout", 405, EMETHOD, "GET, HEAD, POST"},
+		{"LoginPut", "PUT", "/login", 405, EMETHOD, "GET, HEAD, POST"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, err := http.NewRequest(tc.method, f.srv.URL+tc.path, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			resp, err := f.srv.Client().Do(r)
+			resp, err := noRedirect(f.srv.Client()).Do(r)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -240,7 +244,7 @@ func TestHistoryJSON(t *testing.T) {
 		status int
 	}{
 		{"ErrNoCredential", req{}, 401},
-		{"ErrOtherPerson", req{headers: map[string]string{"Authorization": "Bearer " + f.secrets["other_person"]}}, 403},
+		{"ErrOtherPerson", req{headers: map[string]string{"Authorization": "Bearer " + f.secrets["other_person"]}}, 404},
 		{"ErrServiceToken", req{headers: map[string]string{"Authorization": "Bearer " + f.secrets["service"]}}, 403},
 		{"ErrUnknownStream", req{path: checkInPath("str_nothere") + "/history", headers: map[string]string{"Authorization": "Bearer " + f.secrets["person"]}}, 404},
 	} {
@@ -254,5 +258,21 @@ func TestHistoryJSON(t *testing.T) {
 				t.Fatalf("%d %s, want %d", status, body, tc.status)
 			}
 		})
+	}
+}
+
+// TestRootInBrowser: a browser opening / goes on to the owner's streams;
+// anything else is told as JSON that there is nothing there.
+func TestRootInBrowser(t *testing.T) {
+	f := newFixture(t, sqliteBackend, fixtureOptions{})
+	r, _ := http.NewRequest("GET", f.srv.URL+"/", nil)
+	r.Header.Set("Accept", "text/html,application/xhtml+xml,*/*;q=0.8")
+	resp, err := noRedirect(f.srv.Client()).Do(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/streams" {
+		t.Fatalf("GET / from a browser: %d to %q, want 303 to /streams", resp.StatusCode, resp.Header.Get("Location"))
 	}
 }

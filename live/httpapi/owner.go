@@ -43,12 +43,17 @@ type party struct {
 
 // refusalView is the last refusal as the owner sees it.
 type refusalView struct {
-	At          time.Time                      `json:"at"`
-	ServiceID   string                         `json:"service_id"`
-	ServiceName string                         `json:"service_name"`
-	SubjectID   string                         `json:"subject_id"`
-	SubjectName string                         `json:"subject_name"`
+	At          time.Time `json:"at"`
+	ServiceID   string    `json:"service_id"`
+	ServiceName string    `json:"service_name"`
+	SubjectID   string    `json:"subject_id"`
+	SubjectName string    `json:"subject_name"`
+	// Errors are the contract's errors, at most live.MaxRefusalErrors;
+	// ErrorsTotal counts them all.
 	Errors      []agentsandbox.ValidationError `json:"errors"`
+	ErrorsTotal int                            `json:"errors_total"`
+	// Facts are the five facts the refused report stated (name to JSON).
+	Facts map[string]string `json:"facts"`
 	// Reasons are the refused report's own reasons, cleaned.
 	Reasons []string `json:"reasons"`
 }
@@ -94,9 +99,11 @@ func (s *Server) authorizeOwner(ctx context.Context, p presented, streamID strin
 	if err != nil {
 		return live.Stream{}, err
 	}
-	st, err := s.stream(ctx, streamID)
-	if err != nil {
-		return live.Stream{}, fmt.Errorf("owner view: %w", err)
+	var st *live.Stream
+	if validID(streamID) {
+		if st, err = s.stream(ctx, streamID); err != nil {
+			return live.Stream{}, fmt.Errorf("owner view: %w", err)
+		}
 	}
 	d := decideOwnership(person, streamID, st)
 	rl.reason = d.reason
@@ -188,12 +195,16 @@ func (s *Server) view(rec live.WorkerRecord) ownerView {
 		}
 	}
 	if ref := rec.Refusal; ref != nil {
-		rv := refusalView{At: ref.At.UTC(), ServiceID: ref.ServiceID, SubjectID: ref.SubjectID, Errors: ref.Errors, Reasons: ref.Reasons}
+		rv := refusalView{At: ref.At.UTC(), ServiceID: ref.ServiceID, SubjectID: ref.SubjectID, Errors: ref.Errors,
+			ErrorsTotal: max(ref.ErrorsTotal, len(ref.Errors)), Facts: ref.Facts, Reasons: ref.Reasons}
 		if rv.Errors == nil {
 			rv.Errors = []agentsandbox.ValidationError{}
 		}
 		if rv.Reasons == nil {
 			rv.Reasons = []string{}
+		}
+		if rv.Facts == nil {
+			rv.Facts = map[string]string{}
 		}
 		v.Refusal = &rv
 	}
@@ -207,20 +218,28 @@ const (
 )
 
 // historyView is GET …/plays/worker/history: the stream's states over the
-// last hours, as segments, with the share of that time it was alive.
+// last hours, as segments, with the share of that time it was alive (and
+// without a problem: degraded time is not uptime) and the share it was
+// alive but degraded.
 type historyView struct {
-	Stream        string            `json:"stream"`
-	From          time.Time         `json:"from"`
-	To            time.Time         `json:"to"`
-	UptimePercent float64           `json:"uptime_percent"`
-	Segments      []live.Segment    `json:"segments"`
-	Transitions   []live.Transition `json:"transitions"`
+	Stream          string            `json:"stream"`
+	From            time.Time         `json:"from"`
+	To              time.Time         `json:"to"`
+	UptimePercent   float64           `json:"uptime_percent"`
+	DegradedPercent float64           `json:"degraded_percent"`
+	Segments        []live.Segment    `json:"segments"`
+	Transitions     []live.Transition `json:"transitions"`
 }
 
 // handleHistory answers GET /api/streams/agent/{id}/plays/worker/history
 // (?hours=N, 1 to 720, default 24) for the stream's owner.
 func (s *Server) handleHistory(w http.ResponseWriter, r *http.Request, rl *reqLog) {
 	ctx := r.Context()
+	st, err := s.authorizeOwner(ctx, readCredentials(r), r.PathValue("id"), rl)
+	if err != nil {
+		writeError(w, rl, err)
+		return
+	}
 	hours := defaultHistoryHours
 	if q := r.URL.Query().Get("hours"); q != "" {
 		n, err := strconv.Atoi(q)
@@ -229,11 +248,6 @@ func (s *Server) handleHistory(w http.ResponseWriter, r *http.Request, rl *reqLo
 			return
 		}
 		hours = n
-	}
-	st, err := s.authorizeOwner(ctx, readCredentials(r), r.PathValue("id"), rl)
-	if err != nil {
-		writeError(w, rl, err)
-		return
 	}
 	h, err := s.history(ctx, st, time.Duration(hours)*time.Hour)
 	if err != nil {
@@ -264,7 +278,8 @@ func (s *Server) history(ctx context.Context, st live.Stream, span time.Duration
 	if ts == nil {
 		ts = []live.Transition{}
 	}
-	return historyView{Stream: st.ID, From: from, To: to, UptimePercent: roundTo(100*live.Uptime(segs), 2), Segments: segs, Transitions: ts}, nil
+	return historyView{Stream: st.ID, From: from, To: to, UptimePercent: roundTo(100*live.Uptime(segs), 2),
+		DegradedPercent: roundTo(100*live.Share(segs, live.StateDegraded), 2), Segments: segs, Transitions: ts}, nil
 }
 
 // roundTo rounds x to n decimals.

@@ -18,14 +18,15 @@ var templateFiles embed.FS
 
 // pages renders the owner's pages: "worker", "index" and "message" (a
 // refusal or a notice).
-var pages = template.Must(template.New("pages").Funcs(template.FuncMap{"percent": percent}).ParseFS(templateFiles, "templates/*.html"))
+var pages = template.Must(template.New("pages").Funcs(template.FuncMap{"percent": percent, "more": moreErrors}).ParseFS(templateFiles, "templates/*.html"))
 
 // refreshSeconds is how often the owner's page reloads itself.
 const refreshSeconds = 5
 
 // contentSecurityPolicy lets a page load nothing: its style and its SVG are
-// inline, it has no script, no form and no external asset.
-const contentSecurityPolicy = "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
+// inline, it has no script and no external asset, and its forms (signing in
+// and out) post only to this site.
+const contentSecurityPolicy = "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
 
 // handleOwnerPage answers GET /streams/agent/{id}/worker: the owner's page,
 // for the owner's session cookie (or person token). Refusals are pages too.
@@ -34,38 +35,62 @@ func (s *Server) handleOwnerPage(w http.ResponseWriter, r *http.Request, rl *req
 	streamID := r.PathValue("id")
 	st, err := s.authorizeOwner(ctx, readCredentials(r), streamID, rl)
 	if err != nil {
-		s.writeRefusalPage(w, rl, err)
+		s.writeRefusalPage(w, r, rl, err)
 		return
 	}
 	v, err := s.ownerView(ctx, st.ID)
 	if err != nil {
-		s.writeRefusalPage(w, rl, err)
+		s.writeRefusalPage(w, r, rl, err)
 		return
 	}
 	h, err := s.history(ctx, st, 24*time.Hour)
 	if err != nil {
-		s.writeRefusalPage(w, rl, err)
+		s.writeRefusalPage(w, r, rl, err)
 		return
 	}
 	names := nameCache{s: s, ctx: ctx}
-	person := names.person(rl.principal)
+	person := cleanName(names.person(rl.principal), rl.principal)
 	rl.outcome = "ok"
 	writePage(w, http.StatusOK, "worker", s.workerPageOf(st.ID, person, v, timelineOf(h, st.CreatedAt)))
 }
 
-// message is a page that says one thing: a refusal or a notice.
+// message is a page that says one thing: a refusal or a notice, with a
+// button (Form) or a link to go on, when set.
 type message struct {
 	Title, Message, Hint string
+	Form                 *form
+	Link, LinkText       string
 }
 
+// form is a page's one button: a POST of Fields (Label is the field's
+// name) to Action.
+type form struct {
+	Action, Button string
+	Fields         []item
+}
+
+// notSignedIn are the reasons of a 401 that mean the browser is not
+// signed in (rather than a sign-in link that did not work).
+var notSignedIn = map[string]bool{"no_credential": true, "bad_authorization": true, "unknown_credential": true,
+	"revoked_credential": true, "expired_credential": true}
+
 // writeRefusalPage answers err as a page, with the status of the codes
-// table; a 401 says how to sign in.
-func (s *Server) writeRefusalPage(w http.ResponseWriter, rl *reqLog, err error) {
+// table. A 401 speaks to a person: how to sign in; for one of the owner's
+// pages it also remembers the page (NextCookie), so that signing in goes
+// on to it.
+func (s *Server) writeRefusalPage(w http.ResponseWriter, r *http.Request, rl *reqLog, err error) {
 	_, ci := rl.refusal(err)
 	m := message{Title: fmt.Sprintf("%d %s", ci.status, http.StatusText(ci.status)), Message: sentence(live.RedactSecrets(live.ErrorMessage(err))) + "."}
 	if ci.status == http.StatusUnauthorized {
 		m.Title = "Sign in to see your streams"
-		m.Hint = "Open the one-time sign-in link you were given. An operator makes one with: ovlive admin session link --person YOUR_PERSON_ID"
+		if notSignedIn[rl.reason] {
+			m.Message = "You are not signed in here, or your sign-in has ended."
+		}
+		m.Hint = "Open the sign-in link you were given: it works once, for a short while. If it has been used or has expired, " +
+			"ask the operator of this Live for a new one (they make it with ovlive admin session link)."
+		if p, ok := ownerPagePath(r.URL.Path); ok && r.Method == http.MethodGet {
+			http.SetCookie(w, s.nextCookie(r, p, nextCookieTTL))
+		}
 	}
 	writePage(w, ci.status, "message", m)
 }
@@ -133,6 +158,9 @@ func sentence(s string) string {
 	r, n := utf8.DecodeRuneInString(s)
 	return string(unicode.ToUpper(r)) + s[n:]
 }
+
+// moreErrors says how many more errors a refusal had.
+func moreErrors(n int) string { return live.Plural(int64(n), "more error") }
 
 // percent shows a share in percent with one decimal.
 func percent(p float64) string { return fmt.Sprintf("%.1f %%", p) }

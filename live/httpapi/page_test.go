@@ -220,11 +220,14 @@ func TestOwnerPageStatesInChromium(t *testing.T) {
 		if c := bannerClass(); c != "banner refused" {
 			t.Errorf("banner class %q, want refused", c)
 		}
-		mustRead(t, bannerText(), "REFUSED", "not registered at all", "What to fix:", "/isolation: must have required property 'workspace'", "The worker's own reasons:",
+		mustRead(t, bannerText(), "REFUSED", "not registered at all", "What to fix:", `workspace is missing: it must be "ephemeral"`, "The worker's own reasons:",
 			"slot 1 is out of use: its wipe could not be verified", "read bubblewrap info: EOF")
-		mustRead(t, text, "/isolation", "must have required property 'workspace'", "There is no accepted report",
-			"Not stated", "by service worker ("+f.services["worker"]+") for Owner ("+f.owner+")", "The refused report's own reasons:")
-		mustNotRead(t, text, "Yes")
+		mustRead(t, text, "/isolation", "must have required property 'workspace'", "There is no accepted report: the table shows what the refused report stated",
+			"workspace\tThe workspace is the sandbox's own and is gone with the wipe.\t\"ephemeral\"\tNot stated", "by service worker ("+f.services["worker"]+") for Owner ("+f.owner+")",
+			"The refused report's own reasons:")
+		if n := strings.Count(text, "Yes"); n != 4 {
+			t.Errorf("the page says %d facts are stated by the refused report, want 4", n)
+		}
 		screenshot(t, tab, "owner-page-refused.png")
 	})
 	t.Run("Absent", func(t *testing.T) {
@@ -252,10 +255,14 @@ func TestSignInInChromium(t *testing.T) {
 	text := pageText(t, tab, pageURL(f, "/streams"))
 	mustRead(t, text, "Sign in to see your streams", "ovlive admin session link")
 
-	text = pageText(t, tab, link)
-	if u := eval[string](t, tab, `location.pathname`); u != "/streams" {
-		t.Fatalf("after the link the browser is at %s, want /streams", u)
+	mustRead(t, pageText(t, tab, link), "Sign in as Owner?")
+	if err := chromedp.Do(tab, chromedp.Click(chromedp.CSS(`#confirm button`)), chromedp.WaitVisible(chromedp.ID("streams"))); err != nil {
+		t.Fatalf("confirm the sign-in: %v", err)
 	}
+	if u := eval[string](t, tab, `location.pathname`); u != "/streams" {
+		t.Fatalf("after signing in the browser is at %s, want /streams", u)
+	}
+	text = bodyText(t, tab)
 	mustRead(t, text, "Your agent streams", "Signed in as Owner", f.stream, "ALIVE")
 	mustNotRead(t, text, f.other2)
 	if js := eval[string](t, tab, `document.cookie`); strings.Contains(js, SessionCookie) {
@@ -280,10 +287,18 @@ func TestSignInInChromium(t *testing.T) {
 	mustRead(t, bodyText(t, tab), "Sandbox worker of agent stream "+f.stream, "ALIVE")
 	screenshot(t, tab, "signed-in-page.png")
 
-	mustRead(t, pageText(t, tab, link), "This sign-in link is not valid", "used already")
-
-	mustRead(t, pageText(t, tab, pageURL(f, "/logout")), "Signed out")
+	// Their own link again, signed in: on to their streams.
+	pageText(t, tab, link)
+	if u := eval[string](t, tab, `location.pathname`); u != "/streams" {
+		t.Fatalf("the used link, signed in, is at %s, want /streams", u)
+	}
+	mustRead(t, pageText(t, tab, pageURL(f, "/logout")), "Sign this browser out?")
+	if err := chromedp.Do(tab, chromedp.Click(chromedp.CSS(`#confirm button`)), chromedp.WaitNotPresent(chromedp.CSS("#confirm"))); err != nil {
+		t.Fatalf("sign out: %v", err)
+	}
+	mustRead(t, bodyText(t, tab), "Signed out")
 	mustRead(t, pageText(t, tab, pageURL(f, "/streams")), "Sign in to see your streams")
+	mustRead(t, pageText(t, tab, link), "This sign-in link is not valid", "used already")
 	rec, err := f.store.CredentialByHash(t.Context(), live.HashSecret(got.Value))
 	if err != nil || rec.RevokedAt == nil {
 		t.Fatalf("the session after sign-out: %+v, %v; want revoked", rec, err)
@@ -314,11 +329,11 @@ func TestOwnerPageRefusals(t *testing.T) {
 	}{
 		{"NoCookie", req{}, 401, "ovlive admin session link"},
 		{"PersonTokenIsAccepted", req{headers: map[string]string{"Authorization": "Bearer " + f.secrets["person"]}}, 200, "ABSENT"},
-		{"UnknownSession", req{cookies: []string{"ovsess_nope"}}, 401, "not valid"},
-		{"RevokedPersonToken", req{headers: map[string]string{"Authorization": "Bearer " + f.secrets["person_revoked"]}}, 401, "not valid"},
-		{"OtherPersonsSession", req{cookies: []string{f.secrets["other_session"]}}, 403, "Only the owner"},
+		{"UnknownSession", req{cookies: []string{"ovsess_nope"}}, 401, "You are not signed in here, or your sign-in has ended."},
+		{"RevokedPersonToken", req{headers: map[string]string{"Authorization": "Bearer " + f.secrets["person_revoked"]}}, 401, "your sign-in has ended"},
+		{"OtherPersonsSession", req{cookies: []string{f.secrets["other_session"]}}, 404, "You have no agent stream"},
 		{"ServiceToken", req{headers: map[string]string{"Authorization": "Bearer " + f.secrets["service"]}}, 403, "A service token cannot"},
-		{"UnknownStream", req{cookies: []string{f.secrets["session"]}, path: "/streams/agent/str_nothere/worker"}, 404, "There is no agent stream"},
+		{"UnknownStream", req{cookies: []string{f.secrets["session"]}, path: "/streams/agent/str_nothere/worker"}, 404, "You have no agent stream"},
 		{"Owner", req{cookies: []string{f.secrets["session"]}}, 200, "ABSENT"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -93,9 +93,11 @@ type fixture struct {
 	secrets  map[string]string
 }
 
-// fixtureOptions select what a fixture logs.
+// fixtureOptions select what a fixture logs and how long it waits for
+// its store.
 type fixtureOptions struct {
-	logs bool // collect log lines in fixture.logs
+	logs         bool          // collect log lines in fixture.logs
+	storeTimeout time.Duration // Config.StoreTimeout
 }
 
 func newFixture(tb testing.TB, b backend, opts fixtureOptions) *fixture {
@@ -105,7 +107,7 @@ func newFixture(tb testing.TB, b backend, opts fixtureOptions) *fixture {
 		f.clock.Set(time.Now().UTC().Truncate(time.Second))
 	}
 	f.store = b.open(tb, f.clock.Now)
-	cfg := Config{Store: f.store, Now: f.clock.Now, Registerer: f.reg, Gatherer: f.reg}
+	cfg := Config{Store: f.store, Now: f.clock.Now, Registerer: f.reg, Gatherer: f.reg, StoreTimeout: opts.storeTimeout}
 	if opts.logs {
 		f.logs = make(chan []byte, 4096)
 		cfg.Logger = slog.New(slog.NewJSONHandler(chanWriter(f.logs), nil))

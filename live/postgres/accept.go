@@ -13,12 +13,14 @@ import (
 // maxBatch bounds how many check-ins share one statement.
 const maxBatch = 256
 
-// batchTimeout bounds one batch's statement: the callers' contexts do not
-// (one caller giving up must not fail the others).
+// batchTimeout bounds one batch's statement when one of its callers has no
+// deadline; otherwise the statement runs until the last of their deadlines
+// (so one caller giving up does not fail the others).
 const batchTimeout = 30 * time.Second
 
-// acceptOp is one Accept waiting for a batch.
+// acceptOp is one Accept waiting for a batch; ctx is its caller's.
 type acceptOp struct {
+	ctx  context.Context
 	r    live.Registration
 	done chan acceptResult
 }
@@ -28,34 +30,38 @@ type acceptResult struct {
 	err        error
 }
 
-// acceptSQL upserts a batch of registrations (the arrays $1..$4, in order)
-// with the database's clock, and records the transitions each makes, in one
-// statement (so one transaction and one commit). A registration whose auth
-// epoch ($6, 0 for none) is no longer the store's is left out. It follows
-// live.AcceptTransitions: a registration that replaces none, or one that had
-// gone stale ($5 microseconds old), starts a new alive run, preceded by the
-// stale state of the old one. It returns each written stream's receive time
-// and whether it recorded transitions.
+// acceptSQL upserts a batch of registrations (the arrays $1..$4 and $7, in
+// order) with the database's clock, and records the transitions each makes,
+// in one statement (so one transaction and one commit). A registration whose
+// auth epoch ($6, 0 for none) is no longer the store's is left out. It
+// follows live.AcceptTransitions: a registration that replaces none, or one
+// that had gone stale ($5 microseconds old), starts a new run, alive or
+// degraded ($7), preceded by the stale state of the old one; one that
+// changes between alive and degraded within a run records the change. It
+// returns each written stream's receive time and whether it recorded
+// transitions.
 const acceptSQL = `WITH input AS (
-		SELECT * FROM unnest($1::text[], $2::bytea[], $3::text[], $4::text[], $6::bigint[])
-			WITH ORDINALITY AS i(stream_id, report, service_id, subject_id, epoch, n)
+		SELECT * FROM unnest($1::text[], $2::bytea[], $3::text[], $4::text[], $6::bigint[], $7::boolean[])
+			WITH ORDINALITY AS i(stream_id, report, service_id, subject_id, epoch, degraded, n)
 		WHERE epoch = 0 OR epoch = (SELECT v FROM auth_epoch WHERE id = 1)
 	), up AS (
-		INSERT INTO registrations (stream_id, report, received_at, service_id, subject_id)
-		SELECT stream_id, report, clock_timestamp(), service_id, subject_id FROM input ORDER BY n
+		INSERT INTO registrations (stream_id, report, received_at, service_id, subject_id, degraded)
+		SELECT stream_id, report, clock_timestamp(), service_id, subject_id, degraded FROM input ORDER BY n
 		ON CONFLICT (stream_id) DO UPDATE SET report = excluded.report, received_at = excluded.received_at,
-			service_id = excluded.service_id, subject_id = excluded.subject_id,
-			previous_received_at = registrations.received_at
-		RETURNING stream_id, received_at, previous_received_at,
-			previous_received_at IS NULL OR previous_received_at + $5 * interval '1 microsecond' <= received_at AS new_run
+			service_id = excluded.service_id, subject_id = excluded.subject_id, degraded = excluded.degraded,
+			previous_received_at = registrations.received_at, previous_degraded = registrations.degraded
+		RETURNING stream_id, received_at, previous_received_at, degraded,
+			previous_received_at IS NULL OR previous_received_at + $5 * interval '1 microsecond' <= received_at AS new_run,
+			previous_degraded IS DISTINCT FROM degraded AS changed
 	), recorded AS (
 		INSERT INTO transitions (stream_id, at, state)
 		SELECT stream_id, previous_received_at + $5 * interval '1 microsecond', 'stale' FROM up
 			WHERE previous_received_at IS NOT NULL AND new_run
 		UNION ALL
-		SELECT stream_id, received_at, 'alive' FROM up WHERE new_run
+		SELECT stream_id, received_at, CASE WHEN degraded THEN 'degraded' ELSE 'alive' END FROM up
+			WHERE new_run OR changed
 	)
-	SELECT stream_id, received_at, new_run FROM up`
+	SELECT stream_id, received_at, new_run OR changed FROM up`
 
 // pruneSQL bounds the history of the streams $1 to its last $2
 // microseconds and $3 rows (see live.HistoryMaxAge, live.HistoryMaxRows).
@@ -66,9 +72,11 @@ const pruneSQL = `DELETE FROM transitions t USING unnest($1::text[]) AS s(stream
 // Accept stores r as the stream's registration, replacing any earlier one,
 // with the database's clock as ReceivedAt, and records the transition it
 // makes. Concurrent Accepts share one statement (see acceptSQL); Accept
-// returns once that statement is committed. Errors: ENOTFOUND (no such
-// stream), EINVALID (see live.CheckRegistration, or an unknown service or
-// subject).
+// returns once that statement is committed, or when ctx ends: a check-in
+// whose caller gave up before its batch was written is never written, but
+// one whose batch was under way may still be (it is an upsert: the worker
+// checks in again anyway). Errors: ENOTFOUND (no such stream), EINVALID
+// (see live.CheckRegistration, or an unknown service or subject), ctx's.
 func (s *Store) Accept(ctx context.Context, r live.Registration) (live.Registration, error) {
 	if err := s.writable(); err != nil {
 		return r, err
@@ -77,7 +85,7 @@ func (s *Store) Accept(ctx context.Context, r live.Registration) (live.Registrat
 		return r, err
 	}
 	r.Report = append([]byte(nil), r.Report...)
-	op := acceptOp{r: r, done: make(chan acceptResult, 1)}
+	op := acceptOp{ctx: ctx, r: r, done: make(chan acceptResult, 1)}
 	select {
 	case s.accepts <- op:
 	case <-ctx.Done():
@@ -88,6 +96,8 @@ func (s *Store) Accept(ctx context.Context, r live.Registration) (live.Registrat
 	var res acceptResult
 	select {
 	case res = <-op.done:
+	case <-ctx.Done():
+		return r, fmt.Errorf("accept %s: %w", r.StreamID, ctx.Err())
 	case <-s.stopped:
 		select {
 		case res = <-op.done: // answered before the acceptors stopped
@@ -115,8 +125,10 @@ func (s *Store) acceptor() {
 			}
 		}
 		batch, next = gather(append(batch[:0], next...), s.accepts), next[:0]
-		batch, next = splitRepeats(batch, next)
-		s.acceptBatch(batch)
+		batch, next = splitRepeats(waiting(batch), next)
+		if len(batch) > 0 {
+			s.acceptBatch(batch)
+		}
 	}
 }
 
@@ -131,6 +143,20 @@ func gather(batch []acceptOp, ch <-chan acceptOp) []acceptOp {
 		}
 	}
 	return batch
+}
+
+// waiting keeps the ops of batch whose callers still wait, and answers the
+// others (they are never written).
+func waiting(batch []acceptOp) []acceptOp {
+	kept := batch[:0]
+	for _, op := range batch {
+		if err := op.ctx.Err(); err != nil {
+			op.done <- acceptResult{err: fmt.Errorf("accept %s: %w", op.r.StreamID, err)}
+			continue
+		}
+		kept = append(kept, op)
+	}
+	return kept
 }
 
 // splitRepeats keeps in batch the first op of each stream and moves the
@@ -180,15 +206,15 @@ func (s *Store) acceptBatch(batch []acceptOp) {
 // it prunes the history of the streams that recorded transitions (a failure
 // to prune is left for the next time: the registrations are committed).
 func (s *Store) upsert(batch []acceptOp) (map[string]time.Time, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
+	ctx, cancel := batchContext(batch)
 	defer cancel()
 	n := len(batch)
 	streams, reports, services, subjects := make([]string, n), make([][]byte, n), make([]string, n), make([]string, n)
-	epochs := make([]int64, n)
+	epochs, degraded := make([]int64, n), make([]bool, n)
 	for i, op := range batch {
-		streams[i], reports[i], services[i], subjects[i], epochs[i] = op.r.StreamID, op.r.Report, op.r.ServiceID, op.r.SubjectID, op.r.AuthEpoch
+		streams[i], reports[i], services[i], subjects[i], epochs[i], degraded[i] = op.r.StreamID, op.r.Report, op.r.ServiceID, op.r.SubjectID, op.r.AuthEpoch, op.r.Degraded
 	}
-	rows, err := s.pool.Query(ctx, acceptSQL, streams, reports, services, subjects, s.window.Microseconds(), epochs)
+	rows, err := s.pool.Query(ctx, acceptSQL, streams, reports, services, subjects, s.window.Microseconds(), epochs, degraded)
 	if err != nil {
 		return nil, err
 	}
@@ -197,13 +223,13 @@ func (s *Store) upsert(batch []acceptOp) (map[string]time.Time, error) {
 	for rows.Next() {
 		var stream string
 		var at time.Time
-		var newRun bool
-		if err := rows.Scan(&stream, &at, &newRun); err != nil {
+		var recorded bool
+		if err := rows.Scan(&stream, &at, &recorded); err != nil {
 			rows.Close()
 			return nil, err
 		}
 		times[stream] = utc(at)
-		if newRun {
+		if recorded {
 			grown = append(grown, stream)
 		}
 	}
@@ -215,6 +241,22 @@ func (s *Store) upsert(batch []acceptOp) (map[string]time.Time, error) {
 		_ = s.prune(ctx, grown)
 	}
 	return times, nil
+}
+
+// batchContext bounds a batch's statement: until the last of its callers'
+// deadlines, or batchTimeout when one has none.
+func batchContext(batch []acceptOp) (context.Context, context.CancelFunc) {
+	var last time.Time
+	for _, op := range batch {
+		d, ok := op.ctx.Deadline()
+		if !ok {
+			return context.WithTimeout(context.Background(), batchTimeout)
+		}
+		if d.After(last) {
+			last = d
+		}
+	}
+	return context.WithDeadline(context.Background(), last)
 }
 
 // prune bounds the history of streams.

@@ -222,6 +222,9 @@ func storageError(err error) error {
 	switch {
 	case live.ErrorCode(err) != live.EINTERNAL: // nil, or classified already
 		return err
+	case pe != nil && (pe.Code == "22021" || pe.Code == "22P05"):
+		// Text PostgreSQL cannot hold (a NUL, invalid UTF-8) names nothing.
+		return fmt.Errorf("%w (%w)", live.Errorf(live.EINVALID, "a value is not text the database can hold (it has a NUL byte or invalid UTF-8)"), err)
 	case pe != nil && pe.Code == "53100":
 		why = "the disk of its database server is full: free space there"
 	case pe != nil && pe.Code == "53200":

@@ -50,7 +50,14 @@ type Options struct {
 	// Acceptors is how many batches of check-ins may be written at once;
 	// 0 means DefaultAcceptors.
 	Acceptors int
+	// ConnectTimeout bounds each new connection (its TCP connect, TLS and
+	// start-up: a server that accepts and never answers fails it); 0 means
+	// the DSN's connect_timeout, or else DefaultConnectTimeout.
+	ConnectTimeout time.Duration
 }
+
+// DefaultConnectTimeout bounds a new connection by default.
+const DefaultConnectTimeout = 5 * time.Second
 
 // DefaultAcceptors is how many batches of check-ins are written at once by
 // default. One: batches of concurrent check-ins mostly touch the same rows,
@@ -91,7 +98,9 @@ var schemaPattern = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 // Open connects to the database at dsn (a postgres:// URL or key=value
 // string), creates opts.Schema if set and applies the embedded migrations.
 // It fails on a bad DSN or schema name, or if the database cannot be
-// reached or migrated; ctx bounds the opening only.
+// reached or migrated; ctx bounds the opening only (give it a deadline: a
+// server that accepts connections and never answers is otherwise waited
+// for as long as ctx lasts, ConnectTimeout for each connection).
 func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
@@ -108,6 +117,12 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		cfg.MaxConns = opts.MaxConns
 	case !strings.Contains(dsn, "pool_max_conns"):
 		cfg.MaxConns = DefaultMaxConns()
+	}
+	switch {
+	case opts.ConnectTimeout > 0:
+		cfg.ConnConfig.ConnectTimeout = opts.ConnectTimeout
+	case cfg.ConnConfig.ConnectTimeout == 0:
+		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

@@ -30,11 +30,19 @@ func (s *Store) Refuse(ctx context.Context, r live.Refusal) (live.Refusal, error
 	if r.Reasons == nil {
 		r.Reasons = []string{}
 	}
+	if r.Facts == nil {
+		r.Facts = map[string]string{}
+	}
+	r.ErrorsTotal = max(r.ErrorsTotal, len(r.Errors))
 	errs, err := json.Marshal(r.Errors)
 	if err != nil {
 		return r, fmt.Errorf("refuse: %w", err)
 	}
 	reasons, err := json.Marshal(r.Reasons)
+	if err != nil {
+		return r, fmt.Errorf("refuse: %w", err)
+	}
+	facts, err := json.Marshal(r.Facts)
 	if err != nil {
 		return r, fmt.Errorf("refuse: %w", err)
 	}
@@ -49,11 +57,12 @@ func (s *Store) Refuse(ctx context.Context, r live.Refusal) (live.Refusal, error
 				return fmt.Errorf("refuse: %w", live.ErrAuthChanged)
 			}
 		}
-		err := tx.QueryRow(ctx, `INSERT INTO refusals (stream_id, at, service_id, subject_id, errors, reasons)
-			VALUES ($1, clock_timestamp(), $2, $3, $4, $5)
+		err := tx.QueryRow(ctx, `INSERT INTO refusals (stream_id, at, service_id, subject_id, errors, reasons, facts, errors_total)
+			VALUES ($1, clock_timestamp(), $2, $3, $4, $5, $6, $7)
 			ON CONFLICT (stream_id) DO UPDATE SET at = excluded.at, service_id = excluded.service_id,
-				subject_id = excluded.subject_id, errors = excluded.errors, reasons = excluded.reasons
-			RETURNING at`, r.StreamID, r.ServiceID, r.SubjectID, string(errs), string(reasons)).Scan(&r.At)
+				subject_id = excluded.subject_id, errors = excluded.errors, reasons = excluded.reasons,
+				facts = excluded.facts, errors_total = excluded.errors_total
+			RETURNING at`, r.StreamID, r.ServiceID, r.SubjectID, string(errs), string(reasons), string(facts), r.ErrorsTotal).Scan(&r.At)
 		if err != nil {
 			return workerError("refuse", "refusals_stream_id_fkey", r.StreamID, r.ServiceID, r.SubjectID, err)
 		}
@@ -109,29 +118,37 @@ func workerError(op, streamFK, stream, service, subject string, err error) error
 // statement. Errors: ENOTFOUND (no such stream).
 func (s *Store) Worker(ctx context.Context, streamID string) (live.WorkerRecord, error) {
 	var rec live.WorkerRecord
-	var report, errs, reasons []byte
+	var report, errs, reasons, facts []byte
 	var received, at *time.Time
 	var regSvc, regSub, refSvc, refSub *string
-	err := s.pool.QueryRow(ctx, `SELECT r.report, r.received_at, r.service_id, r.subject_id,
-			f.at, f.service_id, f.subject_id, f.errors::text, f.reasons::text
+	var degraded *bool
+	var total *int
+	err := s.pool.QueryRow(ctx, `SELECT r.report, r.received_at, r.service_id, r.subject_id, r.degraded,
+			f.at, f.service_id, f.subject_id, f.errors::text, f.reasons::text, f.facts::text, f.errors_total
 		FROM streams s
 		LEFT JOIN registrations r ON r.stream_id = s.id
 		LEFT JOIN refusals f ON f.stream_id = s.id
-		WHERE s.id = $1`, streamID).Scan(&report, &received, &regSvc, &regSub, &at, &refSvc, &refSub, &errs, &reasons)
+		WHERE s.id = $1`, streamID).Scan(&report, &received, &regSvc, &regSub, &degraded, &at, &refSvc, &refSub, &errs, &reasons, &facts, &total)
 	if err != nil {
 		return rec, getError("stream", streamID, err)
 	}
 	if received != nil {
 		rec.Registration = &live.Registration{StreamID: streamID, Report: report, ReceivedAt: utc(*received),
-			ServiceID: deref(regSvc), SubjectID: deref(regSub)}
+			ServiceID: deref(regSvc), SubjectID: deref(regSub), Degraded: degraded != nil && *degraded}
 	}
 	if at != nil {
 		rec.Refusal = &live.Refusal{StreamID: streamID, At: utc(*at), ServiceID: deref(refSvc), SubjectID: deref(refSub)}
-		if err := json.Unmarshal(errs, &rec.Refusal.Errors); err != nil {
-			return rec, fmt.Errorf("worker %s: refusal errors: %w", streamID, err)
+		if total != nil {
+			rec.Refusal.ErrorsTotal = *total
 		}
-		if err := json.Unmarshal(reasons, &rec.Refusal.Reasons); err != nil {
-			return rec, fmt.Errorf("worker %s: refusal reasons: %w", streamID, err)
+		for _, f := range []struct {
+			what string
+			text []byte
+			into any
+		}{{"errors", errs, &rec.Refusal.Errors}, {"reasons", reasons, &rec.Refusal.Reasons}, {"facts", facts, &rec.Refusal.Facts}} {
+			if err := json.Unmarshal(f.text, f.into); err != nil {
+				return rec, fmt.Errorf("worker %s: refusal %s: %w", streamID, f.what, err)
+			}
 		}
 	}
 	return rec, nil

@@ -42,13 +42,18 @@ func (s *Store) Refuse(ctx context.Context, r live.Refusal) (live.Refusal, error
 	if err != nil {
 		return r, fmt.Errorf("refuse: %w", err)
 	}
+	facts, err := json.Marshal(r.Facts)
+	if err != nil {
+		return r, fmt.Errorf("refuse: %w", err)
+	}
 	err = s.writeKeepingAuth(ctx, r.AuthEpoch, func(ctx context.Context, q execer) error {
 		r.At = fromNanos(nanos(s.now()))
-		_, err := q.ExecContext(ctx, `INSERT INTO refusals (stream_id, at, service_id, subject_id, errors, reasons)
-			VALUES (?, ?, ?, ?, ?, ?)
+		_, err := q.ExecContext(ctx, `INSERT INTO refusals (stream_id, at, service_id, subject_id, errors, reasons, facts, errors_total)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (stream_id) DO UPDATE SET at = excluded.at, service_id = excluded.service_id,
-				subject_id = excluded.subject_id, errors = excluded.errors, reasons = excluded.reasons`,
-			r.StreamID, nanos(r.At), r.ServiceID, r.SubjectID, string(errs), string(reasons))
+				subject_id = excluded.subject_id, errors = excluded.errors, reasons = excluded.reasons,
+				facts = excluded.facts, errors_total = excluded.errors_total`,
+			r.StreamID, nanos(r.At), r.ServiceID, r.SubjectID, string(errs), string(reasons), string(facts), r.ErrorsTotal)
 		if err != nil {
 			return workerError(ctx, q, "refuse", r.StreamID, r.ServiceID, r.SubjectID, err)
 		}
@@ -57,7 +62,8 @@ func (s *Store) Refuse(ctx context.Context, r live.Refusal) (live.Refusal, error
 	return r, err
 }
 
-// normalizeRefusal gives r non-nil lists, so that they are stored as [].
+// normalizeRefusal gives r non-nil lists and facts, so that they are stored
+// as [] and {}, and an ErrorsTotal that counts at least its errors.
 func normalizeRefusal(r live.Refusal) live.Refusal {
 	if r.Errors == nil {
 		r.Errors = []agentsandbox.ValidationError{}
@@ -65,6 +71,10 @@ func normalizeRefusal(r live.Refusal) live.Refusal {
 	if r.Reasons == nil {
 		r.Reasons = []string{}
 	}
+	if r.Facts == nil {
+		r.Facts = map[string]string{}
+	}
+	r.ErrorsTotal = max(r.ErrorsTotal, len(r.Errors))
 	return r
 }
 
@@ -92,28 +102,33 @@ func workerError(ctx context.Context, q execer, op, stream, service, subject str
 func (s *Store) Worker(ctx context.Context, streamID string) (live.WorkerRecord, error) {
 	var rec live.WorkerRecord
 	var report []byte
-	var received, at sql.NullInt64
-	var regSvc, regSub, refSvc, refSub, errs, reasons sql.NullString
-	err := s.readRow(ctx, `SELECT r.report, r.received_at, r.service_id, r.subject_id,
-			f.at, f.service_id, f.subject_id, f.errors, f.reasons
+	var received, at, total sql.NullInt64
+	var degraded sql.NullBool
+	var regSvc, regSub, refSvc, refSub, errs, reasons, facts sql.NullString
+	err := s.readRow(ctx, `SELECT r.report, r.received_at, r.service_id, r.subject_id, r.degraded,
+			f.at, f.service_id, f.subject_id, f.errors, f.reasons, f.facts, f.errors_total
 		FROM streams s
 		LEFT JOIN registrations r ON r.stream_id = s.id
 		LEFT JOIN refusals f ON f.stream_id = s.id
-		WHERE s.id = ?`, streamID).Scan(&report, &received, &regSvc, &regSub, &at, &refSvc, &refSub, &errs, &reasons)
+		WHERE s.id = ?`, streamID).Scan(&report, &received, &regSvc, &regSub, &degraded, &at, &refSvc, &refSub, &errs, &reasons, &facts, &total)
 	if err != nil {
 		return rec, getError("stream", streamID, err)
 	}
 	if received.Valid {
 		rec.Registration = &live.Registration{StreamID: streamID, Report: report, ReceivedAt: fromNanos(received.Int64),
-			ServiceID: regSvc.String, SubjectID: regSub.String}
+			ServiceID: regSvc.String, SubjectID: regSub.String, Degraded: degraded.Bool}
 	}
 	if at.Valid {
-		rec.Refusal = &live.Refusal{StreamID: streamID, At: fromNanos(at.Int64), ServiceID: refSvc.String, SubjectID: refSub.String}
-		if err := json.Unmarshal([]byte(errs.String), &rec.Refusal.Errors); err != nil {
-			return rec, fmt.Errorf("worker %s: refusal errors: %w", streamID, err)
-		}
-		if err := json.Unmarshal([]byte(reasons.String), &rec.Refusal.Reasons); err != nil {
-			return rec, fmt.Errorf("worker %s: refusal reasons: %w", streamID, err)
+		rec.Refusal = &live.Refusal{StreamID: streamID, At: fromNanos(at.Int64), ServiceID: refSvc.String, SubjectID: refSub.String,
+			ErrorsTotal: int(total.Int64)}
+		for _, f := range []struct {
+			what string
+			text string
+			into any
+		}{{"errors", errs.String, &rec.Refusal.Errors}, {"reasons", reasons.String, &rec.Refusal.Reasons}, {"facts", facts.String, &rec.Refusal.Facts}} {
+			if err := json.Unmarshal([]byte(f.text), f.into); err != nil {
+				return rec, fmt.Errorf("worker %s: refusal %s: %w", streamID, f.what, err)
+			}
 		}
 	}
 	return rec, nil

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"time"
 
 	"openvibe.network/agentsandbox/live"
 )
@@ -31,8 +32,11 @@ type execer interface {
 // commit), so it sets its results afresh each time. Its error (or the
 // commit's) goes to done. An op with an epoch runs only if the auth epoch
 // is still that (else it fails with live.ErrAuthChanged); an op that
-// keepsAuth never moves the epoch.
+// keepsAuth never moves the epoch. ctx is its caller's: an op whose ctx has
+// ended by the time the writer takes it is not run, and a group waits for
+// the database's write lock only until the last of its ops' deadlines.
 type writeOp struct {
+	ctx       context.Context
 	fn        func(ctx context.Context, q execer) error
 	done      chan error
 	epoch     int64
@@ -56,13 +60,18 @@ func (s *Store) submit(ctx context.Context, op writeOp) error {
 	if s.ops == nil {
 		return errReadOnly
 	}
+	op.ctx = ctx
 	op.done = make(chan error, 1)
 	select {
-	case s.ops <- op:
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-s.quit:
-		return errClosed
+	case s.ops <- op: // the queue has room: no need to watch ctx (or make its channel)
+	default:
+		select {
+		case s.ops <- op:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.quit:
+			return errClosed
+		}
 	}
 	// The queue is buffered, so that a write costs its caller one wait, not
 	// two. A write still queued when the writer stops (Close) was never run.
@@ -85,9 +94,10 @@ func (s *Store) writer() {
 	defer close(s.done)
 	batch := make([]writeOp, 0, maxBatch)
 	for {
+		batch = batch[:0]
 		select {
 		case op := <-s.ops:
-			batch = append(batch[:0], op)
+			batch = take(batch, op)
 		case <-s.quit:
 			return
 		}
@@ -95,10 +105,13 @@ func (s *Store) writer() {
 		for len(batch) < maxBatch {
 			select {
 			case op := <-s.ops:
-				batch = append(batch, op)
+				batch = take(batch, op)
 			default:
 				break gather
 			}
+		}
+		if len(batch) == 0 {
+			continue
 		}
 		s.commit(batch)
 		// commit readied the group's callers on this P, behind the writer:
@@ -106,6 +119,33 @@ func (s *Store) writer() {
 		// whose callers are already waiting in the queue for the writer.
 		runtime.Gosched()
 	}
+}
+
+// take adds op to batch, or answers it at once when its caller has given up
+// already (it is never run then).
+func take(batch []writeOp, op writeOp) []writeOp {
+	if err := op.ctx.Err(); err != nil {
+		op.done <- fmt.Errorf("write: %w", err)
+		return batch
+	}
+	return append(batch, op)
+}
+
+// lockContext is the context in which a group waits for the database's
+// write lock: until the last of its ops' deadlines, or (when one has none)
+// the busy timeout alone. Its cancel func must be called.
+func lockContext(batch []writeOp) (context.Context, context.CancelFunc) {
+	var last time.Time
+	for _, op := range batch {
+		d, ok := op.ctx.Deadline()
+		if !ok {
+			return context.Background(), func() {}
+		}
+		if d.After(last) {
+			last = d
+		}
+	}
+	return context.WithDeadline(context.Background(), last)
 }
 
 // commit runs batch in one transaction and answers every op. It first runs
@@ -116,9 +156,11 @@ func (s *Store) writer() {
 // succeeded.
 func (s *Store) commit(batch []writeOp) {
 	ctx := context.Background()
+	lockCtx, cancel := lockContext(batch)
+	defer cancel()
 	errs := make([]error, len(batch))
 	failed := false
-	err := s.inTx(ctx, func(w *wconn) error {
+	err := s.inTx(lockCtx, func(w *wconn) error {
 		var ep epochCheck
 		for i, op := range batch {
 			if errs[i] = ep.check(ctx, w, op); errs[i] != nil {
@@ -133,7 +175,7 @@ func (s *Store) commit(batch []writeOp) {
 	})
 	if failed && len(batch) > 1 {
 		clear(errs)
-		err = s.inTx(ctx, func(w *wconn) error {
+		err = s.inTx(lockCtx, func(w *wconn) error {
 			var ep epochCheck
 			for i, op := range batch {
 				if errs[i] = ep.check(ctx, w, op); errs[i] == nil {
@@ -182,10 +224,16 @@ func (e *epochCheck) check(ctx context.Context, w *wconn, op writeOp) error {
 }
 
 // inTx runs fn between BEGIN IMMEDIATE and COMMIT on the writer's
-// connection; it rolls back when fn fails.
-func (s *Store) inTx(ctx context.Context, fn func(w *wconn) error) error {
+// connection; it rolls back when fn fails. lockCtx bounds only the wait for
+// the write lock (BEGIN IMMEDIATE): once the group holds it, it runs to its
+// end, so that no caller misreads a committed write as failed.
+func (s *Store) inTx(lockCtx context.Context, fn func(w *wconn) error) error {
+	ctx := context.Background()
 	w := s.wconn
-	if _, err := w.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+	if _, err := w.ExecContext(lockCtx, "BEGIN IMMEDIATE"); err != nil {
+		if cerr := lockCtx.Err(); cerr != nil {
+			err = fmt.Errorf("%w (%w)", cerr, err)
+		}
 		return fmt.Errorf("write: begin: %w", err)
 	}
 	if err := fn(w); err != nil {

@@ -353,3 +353,21 @@ func testListCredentials(t *testing.T, e *env) {
 		})
 	}
 }
+
+// testTextNoStoreCanHold: an id with a NUL or invalid UTF-8 (which
+// PostgreSQL cannot hold as text) names nothing: a lookup is ENOTFOUND or
+// EINVALID, never an internal error.
+func testTextNoStoreCanHold(t *testing.T, e *env) {
+	for _, id := range []string{"a\x00b", "a\xffb"} {
+		for name, call := range map[string]func() error{
+			"Person":  func() error { _, err := e.store.Person(e.ctx, id); return err },
+			"Stream":  func() error { _, err := e.store.Stream(e.ctx, id); return err },
+			"Service": func() error { _, err := e.store.Service(e.ctx, id); return err },
+			"Worker":  func() error { _, err := e.store.Worker(e.ctx, id); return err },
+		} {
+			if c := live.ErrorCode(call()); c != live.ENOTFOUND && c != live.EINVALID {
+				t.Errorf("%s(%q): code %q, want not_found or invalid", name, id, c)
+			}
+		}
+	}
+}

@@ -85,21 +85,27 @@ func testHistory(t *testing.T, e *env) {
 	w := e.window
 	var want []live.Transition
 	var previous *time.Time // the current registration's receive time
+	var wasDegraded bool    // and whether its report showed a problem
 	lastState := func() live.State {
 		if len(want) == 0 {
 			return ""
 		}
 		return want[len(want)-1].State
 	}
-	accept := func() time.Time {
+	accept := func(degraded bool) time.Time {
 		t.Helper()
-		r, err := e.store.Accept(e.ctx, f.registration(`{}`))
+		reg := f.registration(`{}`)
+		reg.Degraded = degraded
+		r, err := e.store.Accept(e.ctx, reg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		want = append(want, live.AcceptTransitions(previous, r.ReceivedAt, w)...)
-		previous = &r.ReceivedAt
+		want = append(want, live.AcceptTransitions(previous, wasDegraded, r.ReceivedAt, w, degraded)...)
+		previous, wasDegraded = &r.ReceivedAt, degraded
 		e.wantHistory(t, f.stream.ID, want)
+		if rec := e.worker(f.stream.ID); rec.Registration == nil || rec.Registration.Degraded != degraded {
+			t.Fatalf("registration %+v, want degraded %v", rec.Registration, degraded)
+		}
 		return r.ReceivedAt
 	}
 	refuse := func() time.Time {
@@ -114,20 +120,26 @@ func testHistory(t *testing.T, e *env) {
 		return r.At
 	}
 	e.wantHistory(t, f.stream.ID, nil)
-	r1 := accept() // alive
-	e.pass(w / 3)
-	accept() // still alive: nothing new (on a store's own clock, unless a step took w)
+	r1 := accept(false) // alive
+	e.pass(w / 6)
+	accept(false) // still alive: nothing new (on a store's own clock, unless a step took w)
+	e.pass(w / 6)
+	accept(true) // degraded
+	e.pass(w / 6)
+	accept(true) // still degraded: nothing new
+	e.pass(w / 6)
+	accept(false) // alive again
 	e.pass(w + w/3)
-	r3 := accept() // stale since the last check-in + w, then alive again
+	r3 := accept(false) // stale since the last check-in + w, then alive again
 	e.pass(w / 3)
 	refuse() // refused
 	e.pass(w / 3)
-	refuse() // still refused: nothing new
-	accept() // alive
+	refuse()     // still refused: nothing new
+	accept(true) // degraded from the start
 	e.pass(w + w/3)
 	f3 := refuse() // stale, then refused
-	if !e.traits.DatabaseClock && len(want) != 7 {
-		t.Fatalf("the pinned clock gave %d transitions, want 7: %+v", len(want), want)
+	if !e.traits.DatabaseClock && len(want) != 9 {
+		t.Fatalf("the pinned clock gave %d transitions, want 9: %+v", len(want), want)
 	}
 
 	t.Run("Since", func(t *testing.T) {
@@ -183,7 +195,7 @@ func testHistoryPruned(t *testing.T, e *env) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		last = append(last, live.AcceptTransitions(prevOf(last), r.ReceivedAt, e.window)...)
+		last = append(last, live.AcceptTransitions(prevOf(last), false, r.ReceivedAt, e.window, false)...)
 		e.pass(e.window + e.window/3)
 	}
 	if h := e.history(f.stream.ID); !reflect.DeepEqual(h, last[len(last)-4:]) {
@@ -199,7 +211,7 @@ func testHistoryPruned(t *testing.T, e *env) {
 		}
 		// Everything older than 2 windows before this accept is gone.
 		var want []live.Transition
-		for _, tr := range append(last, live.AcceptTransitions(prevOf(last), r.ReceivedAt, e.window)...) {
+		for _, tr := range append(last, live.AcceptTransitions(prevOf(last), false, r.ReceivedAt, e.window, false)...) {
 			if !tr.At.Before(r.ReceivedAt.Add(-2 * e.window)) {
 				want = append(want, tr)
 			}
@@ -280,20 +292,25 @@ func testTwoStores(t *testing.T, e *env) {
 	w := e.window
 	var want []live.Transition
 	var previous *time.Time
+	var wasDegraded bool
 	check := func(s live.Store, r live.Registration, wantSubject string) {
 		t.Helper()
 		got, err := s.Accept(e.ctx, r)
 		if err != nil {
 			t.Fatal(err)
 		}
-		want = append(want, live.AcceptTransitions(previous, got.ReceivedAt, w)...)
-		previous = &got.ReceivedAt
+		want = append(want, live.AcceptTransitions(previous, wasDegraded, got.ReceivedAt, w, r.Degraded)...)
+		previous, wasDegraded = &got.ReceivedAt, r.Degraded
 		e.wantHistory(t, f.stream.ID, want)
 		rec := e.worker(f.stream.ID)
-		if rec.Registration == nil || string(rec.Registration.Report) != string(r.Report) ||
+		if rec.Registration == nil || string(rec.Registration.Report) != string(r.Report) || rec.Registration.Degraded != r.Degraded ||
 			!rec.Registration.ReceivedAt.Equal(got.ReceivedAt) || rec.Registration.SubjectID != wantSubject {
 			t.Fatalf("registration %+v, want the report %s from %s at %v", rec.Registration, r.Report, wantSubject, got.ReceivedAt)
 		}
+	}
+	degraded := func(r live.Registration) live.Registration {
+		r.Degraded = true
+		return r
 	}
 	check(a, f.registration(`{"n":1}`), f.owner.ID) // alive
 	e.pass(w + w/3)
@@ -311,6 +328,9 @@ func testTwoStores(t *testing.T, e *env) {
 	check(a, byOther, other.ID) // another subject, through the store that wrote last
 	e.pass(w / 3)
 	check(a, f.registration(`{"n":7}`), f.owner.ID)
+	check(b, degraded(f.registration(`{"n":7.1}`)), f.owner.ID) // degraded, written by the store that did not write last
+	check(a, f.registration(`{"n":7.2}`), f.owner.ID)           // alive again: the row is not what a wrote last
+	check(a, degraded(f.registration(`{"n":7.3}`)), f.owner.ID) // degraded, through the store that wrote last
 	ref, err := b.Refuse(e.ctx, f.refusal())
 	if err != nil {
 		t.Fatal(err)
@@ -319,7 +339,7 @@ func testTwoStores(t *testing.T, e *env) {
 	previous = nil
 	e.pass(w / 3)
 	check(a, f.registration(`{"n":8}`), f.owner.ID) // alive after the refusal
-	if !e.traits.DatabaseClock && len(want) != 5 {
-		t.Fatalf("the pinned clock gave %d transitions, want 5: %+v", len(want), want)
+	if !e.traits.DatabaseClock && len(want) != 8 {
+		t.Fatalf("the pinned clock gave %d transitions, want 8: %+v", len(want), want)
 	}
 }

@@ -87,6 +87,7 @@ func Run(t *testing.T, newDB NewFunc, traits Traits) {
 		{"Probe", testProbe},
 		{"AuthEpoch", testAuthEpoch},
 		{"TwoStores", testTwoStores},
+		{"TextNoStoreCanHold", testTextNoStoreCanHold},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

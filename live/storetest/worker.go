@@ -3,6 +3,7 @@ package storetest
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -148,8 +149,11 @@ var refusalErrors = []agentsandbox.ValidationError{
 
 var refusalReasons = []string{"the probe sandbox has no egress proxy", "read bubblewrap info: EOF ✓"}
 
+var refusalFacts = map[string]string{"host_network": "true", "workspace": `"persistent ✓"`}
+
 func (f fixture) refusal() live.Refusal {
-	return live.Refusal{StreamID: f.stream.ID, ServiceID: f.service.ID, SubjectID: f.owner.ID, Errors: refusalErrors, Reasons: refusalReasons}
+	return live.Refusal{StreamID: f.stream.ID, ServiceID: f.service.ID, SubjectID: f.owner.ID, Errors: refusalErrors, ErrorsTotal: 25,
+		Facts: refusalFacts, Reasons: refusalReasons}
 }
 
 func testRefuse(t *testing.T, e *env) {
@@ -170,8 +174,8 @@ func testRefuse(t *testing.T, e *env) {
 		}
 		r := rec.Refusal
 		if r == nil || !r.At.Equal(got.At) || r.ServiceID != f.service.ID || r.SubjectID != f.owner.ID ||
-			!slices.Equal(r.Errors, refusalErrors) || !slices.Equal(r.Reasons, refusalReasons) {
-			t.Fatalf("Refusal = %+v, want %+v and reasons %q at %v", r, refusalErrors, refusalReasons, got.At)
+			!slices.Equal(r.Errors, refusalErrors) || r.ErrorsTotal != 25 || !maps.Equal(r.Facts, refusalFacts) || !slices.Equal(r.Reasons, refusalReasons) {
+			t.Fatalf("Refusal = %+v, want %+v (of 25), facts %v and reasons %q at %v", r, refusalErrors, refusalFacts, refusalReasons, got.At)
 		}
 		if h := live.Derive(rec, e.clock.Now(), live.AliveWindow); h.State != live.StateRefused {
 			t.Fatalf("state %s, want refused", h.State)
@@ -179,13 +183,21 @@ func testRefuse(t *testing.T, e *env) {
 	})
 	t.Run("NoReasons", func(t *testing.T) {
 		r := f.refusal()
-		r.Errors, r.Reasons = nil, nil
+		r.Errors, r.ErrorsTotal, r.Facts, r.Reasons = nil, 0, nil, nil
 		if _, err := e.store.Refuse(e.ctx, r); err != nil {
 			t.Fatal(err)
 		}
 		got := e.worker(f.stream.ID).Refusal
-		if got == nil || got.Errors == nil || len(got.Errors) != 0 || got.Reasons == nil || len(got.Reasons) != 0 {
-			t.Fatalf("Refusal = %+v, want empty, non-nil errors and reasons", got)
+		if got == nil || got.Errors == nil || len(got.Errors) != 0 || got.ErrorsTotal != 0 || got.Facts == nil || len(got.Facts) != 0 ||
+			got.Reasons == nil || len(got.Reasons) != 0 {
+			t.Fatalf("Refusal = %+v, want empty, non-nil errors, facts and reasons", got)
+		}
+		r.Errors = refusalErrors
+		if _, err := e.store.Refuse(e.ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		if got := e.worker(f.stream.ID).Refusal; got == nil || got.ErrorsTotal != len(refusalErrors) {
+			t.Fatalf("Refusal = %+v, want errors_total counting its %d errors", got, len(refusalErrors))
 		}
 	})
 	t.Run("ErrNotFound", func(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -43,14 +44,22 @@ type Options struct {
 	MountInfo string
 	// SelfCgroup is the text of /proc/self/cgroup; empty reads the file.
 	SelfCgroup string
+	// CgroupNamespace reports whether this process is in a cgroup
+	// namespace of its own (a container's); nil compares
+	// /proc/self/ns/cgroup with the initial namespace.
+	CgroupNamespace func() bool
 }
 
 // Hierarchy is the detected cgroup setup. It is safe for concurrent use.
 type Hierarchy struct {
 	version int
 	parent  string
-	// base is the delegated cgroup the parent is in ("" for none, v1 or an
-	// explicit parent): the hierarchy never writes above it.
+	// delegated is set when the parent is in a cgroup delegated to the
+	// worker (v2, no explicit parent): a systemd service's, or the root of
+	// the container's own cgroup namespace.
+	delegated bool
+	// base is that delegated cgroup, relative to the mount ("" for the
+	// namespace's root): the hierarchy never writes above it.
 	base string
 	// missing are the required controllers base does not offer: their
 	// limits are not written (see Problems).
@@ -116,15 +125,18 @@ func DetectAt(opts Options) (*Hierarchy, error) {
 		}
 		opts.SelfCgroup = string(b)
 	}
+	if opts.CgroupNamespace == nil {
+		opts.CgroupNamespace = InNamespace
+	}
 	own, _ := ownCgroup(opts.SelfCgroup)
-	base, ok := delegatedBase(own)
+	base, ok := delegatedBase(own, opts.CgroupNamespace())
 	if !ok {
 		return h, nil
 	}
 	if h.missing, err = delegatedMissing(l.dirs[ctlMemory], base, os.ReadFile); err != nil {
 		return nil, err
 	}
-	h.base, h.parent = base, base+"/"+delegatedParent
+	h.delegated, h.base, h.parent = true, base, path.Join(base, delegatedParent)
 	return h, nil
 }
 
@@ -285,11 +297,11 @@ func (h *Hierarchy) ensureParents() error {
 		}
 		done[mount] = true
 		dir, rest := mount, h.parent
-		if h.base != "" {
+		if h.delegated {
 			if err := h.moveIntoLeaf(mount); err != nil {
 				return err
 			}
-			dir, rest = filepath.Join(mount, h.base), strings.TrimPrefix(h.parent, h.base+"/")
+			dir, rest = filepath.Join(mount, h.base), strings.TrimPrefix(strings.TrimPrefix(h.parent, h.base), "/")
 		}
 		if h.version == 2 {
 			if err := h.enableControllers(dir); err != nil {
@@ -369,10 +381,27 @@ func settings(version int, l Limits) []setting {
 	return []setting{
 		{ctl: ctlMemory, file: "memory.limit_in_bytes", value: mem},
 		{ctl: ctlMemory, file: "memory.memsw.limit_in_bytes", value: mem, optional: true},
+		{ctl: ctlMemory, file: "memory.kmem.tcp.limit_in_bytes", value: tcpLimitV1(l.MemoryBytes), optional: true},
 		{ctl: ctlPids, file: "pids.max", value: pids},
 		{ctl: ctlCPU, file: "cpu.cfs_period_us", value: period},
 		{ctl: ctlCPU, file: "cpu.cfs_quota_us", value: quota},
 	}
+}
+
+// tcpLimitV1 is the v1 memory.kmem.tcp.limit_in_bytes for a memory limit:
+// a quarter of it ("-1", none, without one). v1 charges TCP's socket
+// buffers to a counter of their own, beside memory.limit_in_bytes rather
+// than within it, and only once this limit is set; without it a sandbox's
+// unread loopback connections hold host memory no limit sees. A quarter
+// keeps the sandbox's whole charge within 1.25 times its memory limit and
+// is still megabytes of buffers per connection a sandbox really reads
+// (its network is loopback and the egress bridge); at the limit the kernel
+// makes senders wait and prunes receive queues, it kills nothing.
+func tcpLimitV1(memoryBytes int64) string {
+	if memoryBytes <= 0 {
+		return "-1"
+	}
+	return strconv.FormatInt(memoryBytes/4, 10)
 }
 
 // Update writes new limits to an existing group (a zero field: no limit).

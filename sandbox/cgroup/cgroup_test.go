@@ -157,7 +157,8 @@ func TestCreateWritesLimits(t *testing.T) {
 	for _, s := range settings(h.Version(), Limits{}) {
 		if s.optional {
 			if _, err := os.Stat(filepath.Join(g.ctl[s.ctl], s.file)); err == nil {
-				want[s.file] = map[string]string{"memory.swap.max": "0", "memory.memsw.limit_in_bytes": "67108864"}[s.file]
+				want[s.file] = map[string]string{"memory.swap.max": "0", "memory.memsw.limit_in_bytes": "67108864",
+					"memory.kmem.tcp.limit_in_bytes": "16777216"}[s.file]
 			}
 		}
 	}

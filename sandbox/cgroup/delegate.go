@@ -21,6 +21,12 @@ import (
 //	/sys/fs/cgroup/system.slice/codes-sandbox.service/
 //	  codes-sandbox-worker/    the worker's own processes
 //	  sandboxes/rt-<name>/<id> one group per sandbox
+//
+// In a container with a cgroup namespace of its own (Kubernetes on v2,
+// podman --cgroupns=private) the container's cgroup is the namespace's
+// root, "/", and is delegated the same way: the worker's leaf and the
+// sandboxes' groups are made beneath it (package hostprep makes the mount
+// writable first).
 const (
 	// WorkerLeaf is the cgroup, below its delegated service's, that the
 	// worker moves its processes into.
@@ -40,17 +46,35 @@ func ownCgroup(text string) (string, bool) {
 	return "", false
 }
 
-// delegatedBase returns the service cgroup a worker in own runs under (own
-// itself, or own's parent once the worker moved into its leaf), relative
-// to the v2 mount, or false when own is not a systemd service's.
-func delegatedBase(own string) (string, bool) {
+// delegatedBase returns the delegated cgroup a worker in own runs under
+// (own itself, or own's parent once the worker moved into its leaf),
+// relative to the v2 mount: a systemd service's, or "" for the root of a
+// cgroup namespace of its own (namespaced); false for any other.
+func delegatedBase(own string, namespaced bool) (string, bool) {
 	if path.Base(own) == WorkerLeaf {
 		own = path.Dir(own)
 	}
-	if own == "/" || !strings.HasSuffix(path.Base(own), ".service") {
+	if own == "/" {
+		return "", namespaced
+	}
+	if !strings.HasSuffix(path.Base(own), ".service") {
 		return "", false
 	}
 	return strings.TrimPrefix(own, "/"), true
+}
+
+// initCgroupNS is the inode of the initial cgroup namespace
+// (PROC_CGROUP_INIT_INO of include/linux/proc_ns.h).
+const initCgroupNS = 0xEFFFFFFB
+
+// InNamespace reports whether this process is in a cgroup namespace of its
+// own (a container's): its /proc/self/ns/cgroup is not the initial one.
+func InNamespace() bool {
+	var st syscall.Stat_t
+	if err := syscall.Stat("/proc/self/ns/cgroup", &st); err != nil {
+		return false
+	}
+	return st.Ino != initCgroupNS
 }
 
 // delegatedMissing returns the required controllers the service's cgroup
@@ -75,6 +99,11 @@ func delegatedMissing(mount, base string, read func(string) ([]byte, error)) ([]
 func (h *Hierarchy) Problems() []string {
 	if len(h.missing) == 0 {
 		return nil
+	}
+	if h.base == "" {
+		return []string{fmt.Sprintf("the cgroup controllers %s are not available in the worker's container's cgroup (the root of its cgroup namespace), "+
+			"so its sandboxes' limits cannot be enforced: run it where the container runtime enables them for containers (Kubernetes and podman "+
+			"on cgroup v2 do), or on the host", strings.Join(h.missing, ", "))}
 	}
 	return []string{fmt.Sprintf("the cgroup controllers %s are not delegated to the worker's cgroup /%s, so its sandboxes' limits cannot be enforced: "+
 		"add Delegate=yes to the worker's systemd unit (deploy/codes-sandbox.service has it) and restart it, or give --cgroup-parent",

@@ -118,10 +118,10 @@ func TestSettings(t *testing.T) {
 			want: map[string]string{"memory.max": "max", "memory.swap.max": "0", "pids.max": "max", "cpu.max": "200000 100000"}},
 		{name: "V1Limits", version: 1, limits: Limits{MemoryBytes: 2 << 30, Pids: 256, CPUPercent: 100},
 			want: map[string]string{"memory.limit_in_bytes": "2147483648", "memory.memsw.limit_in_bytes": "2147483648",
-				"pids.max": "256", "cpu.cfs_period_us": "100000", "cpu.cfs_quota_us": "100000"}},
+				"memory.kmem.tcp.limit_in_bytes": "536870912", "pids.max": "256", "cpu.cfs_period_us": "100000", "cpu.cfs_quota_us": "100000"}},
 		{name: "V1Unlimited", version: 1,
 			want: map[string]string{"memory.limit_in_bytes": "-1", "memory.memsw.limit_in_bytes": "-1",
-				"pids.max": "max", "cpu.cfs_period_us": "100000", "cpu.cfs_quota_us": "-1"}},
+				"memory.kmem.tcp.limit_in_bytes": "-1", "pids.max": "max", "cpu.cfs_period_us": "100000", "cpu.cfs_quota_us": "-1"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := map[string]string{}

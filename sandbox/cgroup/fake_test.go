@@ -300,12 +300,59 @@ func TestFakeV2Delegated(t *testing.T) {
 func TestFakeV2NotAService(t *testing.T) {
 	_, root := fakeV2(t)
 	for _, self := range []string{"0::/\n", "0::/user.slice/user-0.slice/session-3.scope\n", "12:pids:/\n"} {
-		h, err := DetectAt(Options{Root: root, MountInfo: "26 22 0:23 / " + root + " rw - cgroup2 cgroup2 rw\n", SelfCgroup: self})
+		h, err := DetectAt(Options{Root: root, MountInfo: "26 22 0:23 / " + root + " rw - cgroup2 cgroup2 rw\n", SelfCgroup: self,
+			CgroupNamespace: func() bool { return false }})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if h.base != "" || h.parent != DefaultParent {
 			t.Errorf("own cgroup %q: base %q parent %q, want none and %q", self, h.base, h.parent, DefaultParent)
 		}
+	}
+}
+
+// TestFakeV2Namespaced: in a container with a cgroup namespace of its own
+// the namespace's root is delegated like a service's cgroup: the worker
+// moves into its leaf there and makes the sandboxes' groups beneath it
+// (outside one, "/" is the host's root: TestFakeV2NotAService).
+func TestFakeV2Namespaced(t *testing.T) {
+	for _, tc := range []struct {
+		name, self, controllers string
+		namespaced              bool
+	}{
+		{name: "Root", self: "0::/\n", controllers: "cpuset cpu io memory pids\n", namespaced: true},
+		{name: "AlreadyInLeaf", self: "0::/" + WorkerLeaf + "\n", controllers: "cpu memory pids\n", namespaced: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h0, root := fakeV2(t)
+			for f, s := range map[string]string{"cgroup.controllers": tc.controllers, "cgroup.procs": "1\n4242\n"} {
+				if err := os.WriteFile(filepath.Join(root, f), []byte(s), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			h, err := DetectAt(Options{Root: root, MountInfo: "26 22 0:23 / " + root + " rw - cgroup2 cgroup2 rw\n", SelfCgroup: tc.self,
+				CgroupNamespace: func() bool { return tc.namespaced }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.mkdir = h0.mkdir
+			if _, err := h.Create("box", Limits{MemoryBytes: 1 << 20, Pids: 8, CPUPercent: 50}); err != nil {
+				t.Fatal(err)
+			}
+			enabled := "+memory +pids +cpu"
+			for _, c := range []struct{ file, want string }{
+				{filepath.Join(root, WorkerLeaf, "cgroup.procs"), "4242"}, // the fake records the last write
+				{filepath.Join(root, "cgroup.subtree_control"), enabled},
+				{filepath.Join(root, delegatedParent, "cgroup.subtree_control"), enabled},
+				{filepath.Join(root, delegatedParent, "box", "memory.max"), "1048576"},
+			} {
+				if got := readString(t, c.file); got != c.want {
+					t.Errorf("%s = %q, want %q", c.file, got, c.want)
+				}
+			}
+			if p := h.Problems(); p != nil {
+				t.Errorf("problems %q, want none", p)
+			}
+		})
 	}
 }

@@ -185,8 +185,9 @@ func (g *Group) waitEmpty(ctx context.Context) error {
 
 // Usage is what a group uses now.
 type Usage struct {
-	// MemoryBytes is its memory now (tmpfs pages included), PeakBytes the
-	// most it used (0 where the kernel does not keep it).
+	// MemoryBytes is its memory now (tmpfs pages included; on v1 TCP's
+	// socket buffers too, which v1 counts apart), PeakBytes the most it
+	// used (0 where the kernel does not keep it).
 	MemoryBytes, PeakBytes int64
 	// CPUSeconds is the CPU time its tasks used (0 on v1 without cpuacct).
 	CPUSeconds float64
@@ -210,6 +211,11 @@ func (g *Group) Usage() (Usage, error) {
 		return Usage{}, fmt.Errorf("cgroup usage %s: %w", g.name, err)
 	}
 	u := Usage{MemoryBytes: int64(memory), Pids: pids}
+	if g.h.version == 1 {
+		if tcp, err := readKey(filepath.Join(g.ctl[ctlMemory], "memory.kmem.tcp.usage_in_bytes"), ""); err == nil {
+			u.MemoryBytes += int64(tcp)
+		}
+	}
 	if n, err := readKey(filepath.Join(g.ctl[ctlMemory], peak), ""); err == nil {
 		u.PeakBytes = int64(n)
 	}

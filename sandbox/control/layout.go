@@ -37,6 +37,18 @@ const (
 	// that answers every request with one HTML page holding TEXT (the
 	// self-test's browser check loads it): `/.init __sandbox-serve ADDR TEXT`.
 	ServeMarker = "__sandbox-serve"
+	// FetchMarker makes it an HTTPS client for the self-test's broker
+	// check: one GET of URL through the sandbox's proxy variables, trusting
+	// the system bundle (SSL_CERT_FILE), with "Authorization: Bearer "
+	// and the value of the variable VAR; it prints the answer's status:
+	// `/.init __sandbox-fetch URL VAR`.
+	FetchMarker = "__sandbox-fetch"
+	// IsolateMarker makes it the step between the init and each command it
+	// starts: it puts itself in a Landlock domain of its own (when
+	// ISOLATION is "landlock"; "none" skips it), becomes a child subreaper,
+	// and replaces itself with the command:
+	// `/.init __sandbox-isolate ISOLATION PROGRAM -- ARGV...`.
+	IsolateMarker = "__sandbox-isolate"
 )
 
 // Descriptors the init inherits through bubblewrap (the runtime's
@@ -70,6 +82,9 @@ type InitSpec struct {
 	// MaxOpenFiles is the descriptor limit the init sets for itself and so
 	// for every process of the sandbox.
 	MaxOpenFiles int `json:"max_open_files"`
+	// Cwd is where a command without a working directory of its own runs
+	// (an image's working directory), when it exists; "": the workspace.
+	Cwd string `json:"cwd,omitempty"`
 }
 
 // ErrPath is returned for a path that leaves the workspace.

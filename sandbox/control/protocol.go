@@ -94,6 +94,7 @@ const (
 	CodeIsDir     = "is_directory"  // a file operation on a directory
 	CodeNotDir    = "not_directory" // a directory operation on a file
 	CodeNoProcess = "no_process"    // no process with that pid
+	CodeExited    = "exited"        // the process has exited: it takes no signal or stdin
 	CodeTooLarge  = "too_large"     // a request or upload over the init's bounds
 	CodeExists    = "exists"        // the path exists (and the operation will not replace it)
 	CodeNotEmpty  = "not_empty"     // a directory with entries, removed without Recursive
@@ -125,6 +126,8 @@ type Request struct {
 	Mode   uint32 `json:"mode,omitempty"`
 	// Recursive removes a directory with what is in it (OpRemove).
 	Recursive bool `json:"recursive,omitempty"`
+	// Port is the sandbox's own TCP port of OpPort.
+	Port int `json:"port,omitempty"`
 }
 
 // Resize is a terminal's size.

@@ -1,9 +1,11 @@
 package hostcheck
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"openvibe.network/agentsandbox/internal/testenv"
@@ -46,9 +48,19 @@ func TestProblems(t *testing.T) {
 			[]string{"AppArmor restricts unprivileged user namespaces"}},
 		{"AppArmorWithBwrapProfile", map[string]string{"proc/sys/kernel/apparmor_restrict_unprivileged_userns": "1\n",
 			"etc/apparmor.d/bwrap-userns-restrict": "profile bwrap /usr/bin/bwrap flags=(unconfined) {\n  userns,\n}\n"}, nil},
-		{"NoSysAdmin", map[string]string{"proc/self/status": status("00000000a80425fb", "2")}, []string{"lacks CAP_SYS_ADMIN"}},
+		// Docker's and containerd's default capabilities.
+		{"DefaultContainer", map[string]string{"proc/self/status": status("00000000a80425fb", "2")},
+			[]string{"the worker lacks CAP_SYS_PTRACE, CAP_SYS_ADMIN (it runs each sandbox as its slot's uid, mounts its file systems " +
+				"and cgroups, reads and kills its processes): add them to its container (podman or docker --cap-add SYS_PTRACE,SYS_ADMIN; " +
+				"Kubernetes securityContext.capabilities.add: docs/kubernetes.md)"}},
+		// Exactly deploy/kubernetes/agentsandbox/files/security.json's.
+		{"LeastPrivilege", map[string]string{"proc/self/status": status("00000000002800e9", "2")}, nil},
 		{"Several", map[string]string{"proc/sys/user/max_user_namespaces": "0", "proc/self/status": status("0", "0")},
-			[]string{"max_user_namespaces", "lacks CAP_SYS_ADMIN"}},
+			[]string{"max_user_namespaces", "lacks CAP_CHOWN, CAP_FOWNER, CAP_KILL, CAP_SETGID, CAP_SETUID, CAP_SYS_PTRACE, CAP_SYS_ADMIN"}},
+		{"ContainerAppArmor", map[string]string{"proc/self/attr/apparmor/current": "cri-containerd.apparmor.d (enforce)\n"},
+			[]string{"the AppArmor profile cri-containerd.apparmor.d (enforce), a container runtime's default, which denies mount"}},
+		{"AppArmorUnconfined", map[string]string{"proc/self/attr/apparmor/current": "unconfined\n"}, nil},
+		{"AppArmorOwnProfile", map[string]string{"proc/self/attr/current": "codes-sandbox (enforce)"}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := fakeHost(t, tc.files).Problems()
@@ -66,6 +78,12 @@ func TestProblems(t *testing.T) {
 
 func TestExplain(t *testing.T) {
 	container := fakeHost(t, map[string]string{"proc/self/status": "CapEff:\t" + fullCaps + "\nSeccomp:\t2\n"})
+	masked := fakeHost(t, map[string]string{"proc/self/status": "CapEff:\t" + fullCaps + "\nSeccomp:\t0\n",
+		"proc/self/mountinfo": "500 480 0:171 / /proc rw,nosuid - proc proc rw\n" +
+			"126 500 0:171 /sys /proc/sys ro,nosuid - proc proc rw\n130 500 0:172 /null /proc/keys rw - tmpfs tmpfs rw\n"})
+	unmasked := fakeHost(t, map[string]string{"proc/self/status": "CapEff:\t" + fullCaps + "\nSeccomp:\t0\n",
+		"proc/self/mountinfo": "500 480 0:171 / /proc rw,nosuid - proc proc rw\n126 500 0:171 /sys /proc/sys ro,nosuid - proc proc rw\n" +
+			"700 480 0:180 / /proc rw,nosuid - proc proc rw\n"})
 	for _, tc := range []struct {
 		name string
 		host Host
@@ -76,6 +94,9 @@ func TestExplain(t *testing.T) {
 			"runs under a seccomp filter"},
 		{"SeccompOtherFailure", container, "bwrap: execvp /x: No such file or directory", ""},
 		{"PlainHost", fakeHost(t, map[string]string{"proc/self/status": "CapEff:\t" + fullCaps + "\nSeccomp:\t0\n"}), "bwrap: Operation not permitted", ""},
+		{"MaskedProc", masked, "bwrap: Can't mount proc on /newroot/proc: Operation not permitted",
+			"/proc is masked by the worker's container (/proc/sys, /proc/keys)"},
+		{"UnmaskedOverMasked", unmasked, "bwrap: Can't mount proc on /newroot/proc: Operation not permitted", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := tc.host.Explain(tc.msg)
@@ -92,5 +113,34 @@ func TestThisHost(t *testing.T) {
 	testenv.RequireRoot(t) // as another user CAP_SYS_ADMIN is missing by design
 	if p := (Host{Root: "/"}).Problems(); len(p) != 0 {
 		t.Fatalf("this host: %q", p)
+	}
+}
+
+// TestNamespaceRefusal: a refused namespace is blamed on the seccomp filter
+// or the AppArmor profile the worker runs under, with the fix; on a host
+// with other problems, on those.
+func TestNamespaceRefusal(t *testing.T) {
+	refused := fmt.Errorf("create the namespaces of a sandbox: %w", &os.SyscallError{Syscall: "clone", Err: syscall.EPERM})
+	for _, tc := range []struct {
+		name  string
+		files map[string]string
+		want  []string
+	}{
+		{"Seccomp", map[string]string{"proc/self/status": "CapEff:\t" + fullCaps + "\nSeccomp:\t2\n"},
+			[]string{"the seccomp filter the worker runs under refuses the namespaces every sandbox needs (clone with CLONE_NEWUSER, " +
+				"CLONE_NEWNS…: operation not permitted): run its container with the profile /usr/share/codes-sandbox/seccomp.json"}},
+		{"AppArmor", map[string]string{"proc/self/status": "CapEff:\t" + fullCaps + "\nSeccomp:\t0\n",
+			"proc/self/attr/apparmor/current": "my-profile (enforce)"}, []string{"the AppArmor profile my-profile (enforce)", "apparmor=unconfined"}},
+		{"OtherProblems", map[string]string{"proc/sys/user/max_user_namespaces": "0"}, []string{"user.max_user_namespaces = 0"}},
+		{"Unknown", nil, []string{"check the kernel's user namespace settings"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := fakeHost(t, tc.files).NamespaceRefusal(refused)
+			for _, w := range tc.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("NamespaceRefusal = %q, want it to say %q", got, w)
+				}
+			}
+		})
 	}
 }

@@ -34,11 +34,14 @@ var deniedSyscalls = []string{
 	"sethostname", "setdomainname",
 	// Raw hardware access and obsolete interfaces (all but nfsservctl x86-only).
 	"iopl", "ioperm", "modify_ldt", "nfsservctl", "uselib", "ustat", "sysfs",
+	// Linux AIO, as io_uring: its contexts come from the host-wide
+	// fs.aio-max-nr, which one sandbox could fill for every process.
+	"io_setup", "io_destroy", "io_submit", "io_cancel", "io_getevents", "io_pgetevents",
 }
 
 // argFiltered are the syscalls whose arguments decide; every table numbers
 // them.
-var argFiltered = []string{"clone", "clone3", "personality", "socket", "ioctl"}
+var argFiltered = []string{"clone", "clone3", "personality", "socket", "socketpair", "ioctl", "prlimit64"}
 
 // cloneNamespaces are the clone flags that make a new namespace; clone with
 // any of them is refused. Every one is in the low 32 bits, which is all the
@@ -53,10 +56,6 @@ const cloneNamespaces = unix.CLONE_NEWNS | unix.CLONE_NEWCGROUP | unix.CLONE_NEW
 // 0xffffffff query. Anything else (e.g. ADDR_NO_RANDOMIZE, READ_IMPLIES_EXEC)
 // is refused.
 var personalities = []uint32{0x0, 0x8, 0x20000, 0x20008, 0xffffffff}
-
-// deniedSocketFamilies are address families that reach past the network
-// namespace: vsock talks to the hypervisor host whatever the namespace.
-var deniedSocketFamilies = []uint32{unix.AF_VSOCK}
 
 // table is one architecture's numbers for the policy. Its values are
 // written out (from golang.org/x/sys/unix for that GOARCH, which a test

@@ -5,9 +5,12 @@
 // The policy allows by default and refuses what a sandbox never needs: the
 // mount family, new namespaces (unshare, setns, clone with CLONE_NEW* flags;
 // clone3 gets ENOSYS so libc falls back to clone, whose flags can be
-// checked), ptrace and cross-process memory access, bpf, perf, io_uring,
-// userfaultfd, the keyring, kexec and modules, file handles, and changes to
-// machine-wide state (clocks, swap, reboot, accounting, quotas). Only the
+// checked), ptrace and cross-process memory access, bpf, perf, io_uring and
+// the AIO calls, userfaultfd, the keyring, kexec and modules, file handles, and changes to
+// machine-wide state (clocks, swap, reboot, accounting, quotas). Sockets
+// are limited to AF_UNIX, inet and NETLINK_ROUTE, and on a cgroup v1 host
+// inet to TCP (sockets.go: buffers the sandbox's cgroup is not charged for
+// are refused). Only the
 // native ABI is allowed: on x86_64 an i386 or x32 syscall kills the process,
 // on arm64 a 32-bit ARM one does.
 //
@@ -58,20 +61,21 @@ const (
 
 func argLo(i uint32) uint32 { return 16 + 8*i }
 
-// Program returns the filter for the running architecture as raw bytes for
-// `bwrap --seccomp FD`. It fails with ErrUnsupported off linux/amd64 and
-// linux/arm64, or if the program cannot be assembled.
-func Program() ([]byte, error) {
+// Program returns the filter for the running architecture and the host's
+// options o as raw bytes for `bwrap --seccomp FD`. It fails with
+// ErrUnsupported off linux/amd64 and linux/arm64, or if the program cannot
+// be assembled.
+func Program(o Options) ([]byte, error) {
 	t := native()
 	if t == nil {
 		return nil, ErrUnsupported
 	}
-	return program(t)
+	return program(t, o)
 }
 
-// program returns the filter of table t as raw bytes.
-func program(t *table) ([]byte, error) {
-	ins, err := instructions(t)
+// program returns the filter of table t with options o as raw bytes.
+func program(t *table, o Options) ([]byte, error) {
+	ins, err := instructions(t, o)
 	if err != nil {
 		return nil, err
 	}
@@ -91,8 +95,9 @@ func program(t *table) ([]byte, error) {
 // maxInstructions is the kernel's BPF_MAXINSNS.
 const maxInstructions = 4096
 
-// instructions is the policy for table t as BPF instructions.
-func instructions(t *table) ([]bpf.Instruction, error) {
+// instructions is the policy for table t and options o as BPF
+// instructions.
+func instructions(t *table, o Options) ([]bpf.Instruction, error) {
 	for _, name := range argFiltered {
 		if _, ok := t.nr[name]; !ok { // a zero would filter syscall 0 instead
 			return nil, fmt.Errorf("seccomp filter for %s: no number for %s", t.goarch, name)
@@ -124,8 +129,10 @@ func instructions(t *table) ([]bpf.Instruction, error) {
 		bpf.RetConstant{Val: retAllow},
 	})
 	ins = appendBlock(ins, t.nr["personality"], argIn(0, personalities, retAllow, retEPERM))
-	ins = appendBlock(ins, t.nr["socket"], argIn(0, deniedSocketFamilies, retEPERM, retAllow))
+	ins = appendBlock(ins, t.nr["socket"], socketBlock(o))
+	ins = appendBlock(ins, t.nr["socketpair"], socketpairBlock())
 	ins = appendBlock(ins, t.nr["ioctl"], argIn(1, t.deniedIoctls, retEPERM, retAllow))
+	ins = appendBlock(ins, t.nr["prlimit64"], prlimitOthers())
 	ins = append(ins, bpf.RetConstant{Val: retAllow})
 	if len(ins) > maxInstructions {
 		return nil, fmt.Errorf("seccomp filter: %d instructions, the kernel takes %d", len(ins), maxInstructions)

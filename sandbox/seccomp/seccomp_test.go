@@ -33,11 +33,11 @@ func (c call) encode() []byte {
 	return b
 }
 
-// vm decodes the raw bytes of the program of table tab, so the
-// serialization is checked too.
-func vm(tb testing.TB, tab *table) *bpf.VM {
+// vm decodes the raw bytes of the program of table tab with options o, so
+// the serialization is checked too.
+func vm(tb testing.TB, tab *table, o Options) *bpf.VM {
 	tb.Helper()
-	prog, err := program(tab)
+	prog, err := program(tab, o)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -107,6 +107,8 @@ func name(r uint32) string {
 		return "EPERM"
 	case retENOSYS:
 		return "ENOSYS"
+	case retEAFNOSUPPORT:
+		return "EAFNOSUPPORT"
 	}
 	return fmt.Sprintf("%#x", r)
 }
@@ -132,7 +134,7 @@ func TestPolicy(t *testing.T) {
 	const pthread = goThread | unix.CLONE_SETTLS | unix.CLONE_PARENT_SETTID | unix.CLONE_CHILD_CLEARTID
 	const tcgets, tiocsti = 0x5401, 0x5412 // the same on amd64 and arm64
 	forEachTable(t, func(t *testing.T, tab *table) {
-		v := vm(t, tab)
+		v := vm(t, tab, Options{})
 		cases := []struct {
 			name string
 			call call
@@ -160,7 +162,8 @@ func TestPolicy(t *testing.T) {
 			{"PersonalityNoRandomizeEPERM", sys(t, tab, "personality", 0x0040000), retEPERM}, // ADDR_NO_RANDOMIZE
 			{"SocketInetAllowed", sys(t, tab, "socket", unix.AF_INET, unix.SOCK_STREAM), retAllow},
 			{"SocketUnixAllowed", sys(t, tab, "socket", unix.AF_UNIX, unix.SOCK_STREAM), retAllow},
-			{"SocketVsockEPERM", sys(t, tab, "socket", unix.AF_VSOCK, unix.SOCK_STREAM), retEPERM},
+			{"SocketVsockRefused", sys(t, tab, "socket", unix.AF_VSOCK, unix.SOCK_STREAM), retEAFNOSUPPORT},
+			{"IoSetupEPERM", sys(t, tab, "io_setup", 1024, 0), retEPERM},
 			{"IoctlTCGETSAllowed", sys(t, tab, "ioctl", 0, tcgets), retAllow},
 			{"IoctlTIOCSTIEPERM", sys(t, tab, "ioctl", 0, tiocsti), retEPERM},
 			{"MinusOneENOSYS", nr(tab, 0xffffffff), retENOSYS},
@@ -206,7 +209,7 @@ func TestPolicy(t *testing.T) {
 // numbered or declared absent.
 func TestDeniedTable(t *testing.T) {
 	forEachTable(t, func(t *testing.T, tab *table) {
-		v := vm(t, tab)
+		v := vm(t, tab, Options{})
 		absent := map[string]bool{}
 		for _, n := range tab.absent {
 			absent[n] = true
@@ -249,11 +252,68 @@ func TestDeniedTable(t *testing.T) {
 	})
 }
 
+// TestSocketPolicy checks the socket rules per architecture, with and
+// without Options.TCPOnlyInet (a cgroup v1 host's filter).
+func TestSocketPolicy(t *testing.T) {
+	const (
+		nonblockCloexec = unix.SOCK_NONBLOCK | unix.SOCK_CLOEXEC
+		mptcp, sctp     = 262, unix.IPPROTO_SCTP
+		usersock        = 2 // NETLINK_USERSOCK
+	)
+	type verdicts struct{ v2, v1 uint32 } // without and with TCPOnlyInet
+	both := func(r uint32) verdicts { return verdicts{r, r} }
+	forEachTable(t, func(t *testing.T, tab *table) {
+		v2, v1 := vm(t, tab, Options{}), vm(t, tab, Options{TCPOnlyInet: true})
+		cases := []struct {
+			name string
+			call call
+			want verdicts
+		}{
+			{"UnixStream", sys(t, tab, "socket", unix.AF_UNIX, unix.SOCK_STREAM), both(retAllow)},
+			{"UnixDgram", sys(t, tab, "socket", unix.AF_UNIX, unix.SOCK_DGRAM|nonblockCloexec), both(retAllow)},
+			{"InetTCP", sys(t, tab, "socket", unix.AF_INET, unix.SOCK_STREAM, 0), both(retAllow)},
+			{"InetTCPFlags", sys(t, tab, "socket", unix.AF_INET, unix.SOCK_STREAM|nonblockCloexec, unix.IPPROTO_TCP), both(retAllow)},
+			{"Inet6TCP", sys(t, tab, "socket", unix.AF_INET6, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0), both(retAllow)},
+			{"InetUDP", sys(t, tab, "socket", unix.AF_INET, unix.SOCK_DGRAM, 0), verdicts{retAllow, retEPERM}},
+			{"InetUDPFlags", sys(t, tab, "socket", unix.AF_INET, unix.SOCK_DGRAM|nonblockCloexec, unix.IPPROTO_UDP), verdicts{retAllow, retEPERM}},
+			{"Inet6UDP", sys(t, tab, "socket", unix.AF_INET6, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK, 0), verdicts{retAllow, retEPERM}},
+			{"InetPing", sys(t, tab, "socket", unix.AF_INET, unix.SOCK_DGRAM, unix.IPPROTO_ICMP), verdicts{retAllow, retEPERM}},
+			{"InetRaw", sys(t, tab, "socket", unix.AF_INET, unix.SOCK_RAW, unix.IPPROTO_ICMP), verdicts{retAllow, retEPERM}},
+			{"InetSCTP", sys(t, tab, "socket", unix.AF_INET, unix.SOCK_STREAM, sctp), verdicts{retAllow, retEPERM}},
+			{"Inet6MPTCP", sys(t, tab, "socket", unix.AF_INET6, unix.SOCK_STREAM, mptcp), verdicts{retAllow, retEPERM}},
+			{"InetHighWordIgnored", sys(t, tab, "socket", unix.AF_INET|1<<32, unix.SOCK_STREAM), both(retAllow)},
+			{"NetlinkRoute", sys(t, tab, "socket", unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_ROUTE), both(retAllow)},
+			{"NetlinkRouteDgram", sys(t, tab, "socket", unix.AF_NETLINK, unix.SOCK_DGRAM, unix.NETLINK_ROUTE), both(retAllow)},
+			{"NetlinkUsersock", sys(t, tab, "socket", unix.AF_NETLINK, unix.SOCK_RAW, usersock), both(retEAFNOSUPPORT)},
+			{"NetlinkSockDiag", sys(t, tab, "socket", unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_SOCK_DIAG), both(retEAFNOSUPPORT)},
+			{"NetlinkAudit", sys(t, tab, "socket", unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_AUDIT), both(retEAFNOSUPPORT)},
+			{"NetlinkUevent", sys(t, tab, "socket", unix.AF_NETLINK, unix.SOCK_DGRAM, unix.NETLINK_KOBJECT_UEVENT), both(retEAFNOSUPPORT)},
+			{"Packet", sys(t, tab, "socket", unix.AF_PACKET, unix.SOCK_RAW), both(retEAFNOSUPPORT)},
+			{"Vsock", sys(t, tab, "socket", unix.AF_VSOCK, unix.SOCK_STREAM), both(retEAFNOSUPPORT)},
+			{"Alg", sys(t, tab, "socket", unix.AF_ALG, unix.SOCK_SEQPACKET), both(retEAFNOSUPPORT)},
+			{"Key", sys(t, tab, "socket", unix.AF_KEY, unix.SOCK_RAW), both(retEAFNOSUPPORT)},
+			{"Unspec", sys(t, tab, "socket", unix.AF_UNSPEC, unix.SOCK_STREAM), both(retEAFNOSUPPORT)},
+			{"SocketpairUnix", sys(t, tab, "socketpair", unix.AF_UNIX, unix.SOCK_STREAM), both(retAllow)},
+			{"SocketpairUnixDgram", sys(t, tab, "socketpair", unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC), both(retAllow)},
+			{"SocketpairNetlink", sys(t, tab, "socketpair", unix.AF_NETLINK, unix.SOCK_RAW, usersock), both(retEAFNOSUPPORT)},
+			{"SocketpairInet", sys(t, tab, "socketpair", unix.AF_INET, unix.SOCK_DGRAM), both(retEAFNOSUPPORT)},
+		}
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				got := verdicts{run(t, v2, tc.call), run(t, v1, tc.call)}
+				if got != tc.want {
+					t.Fatalf("got %s (v2), %s (v1); want %s, %s", name(got.v2), name(got.v1), name(tc.want.v2), name(tc.want.v1))
+				}
+			})
+		}
+	})
+}
+
 // TestAllowedSyscalls checks, per architecture, that every syscall outside
 // the policy is let through, so ordinary programs keep working.
 func TestAllowedSyscalls(t *testing.T) {
 	forEachTable(t, func(t *testing.T, tab *table) {
-		v := vm(t, tab)
+		v := vm(t, tab, Options{})
 		special := map[uint32]bool{}
 		for _, nr := range tab.nr {
 			special[nr] = true

@@ -26,7 +26,10 @@ var aarch64 = table{
 		"clock_adjtime": 266, "adjtimex": 171, "acct": 89, "quotactl": 60, "quotactl_fd": 443,
 		"syslog": 116, "vhangup": 58, "sethostname": 161, "setdomainname": 162,
 		"nfsservctl": 42,
-		"clone":      220, "clone3": 435, "personality": 92, "socket": 198, "ioctl": 29,
+		"io_setup":   0, "io_destroy": 1, "io_submit": 2, "io_cancel": 3, "io_getevents": 4,
+		"io_pgetevents": 292,
+		"clone":         220, "clone3": 435, "personality": 92, "socket": 198, "socketpair": 199, "ioctl": 29,
+		"prlimit64": 261, // see prlimit.go
 	},
 	absent:       []string{"iopl", "ioperm", "modify_ldt", "uselib", "ustat", "sysfs"},
 	deniedIoctls: []uint32{0x5412, 0x541c}, // TIOCSTI, TIOCLINUX

@@ -26,7 +26,10 @@ var x86_64 = table{
 		"syslog": 103, "vhangup": 153, "sethostname": 170, "setdomainname": 171,
 		"iopl": 172, "ioperm": 173, "modify_ldt": 154, "nfsservctl": 180, "uselib": 134,
 		"ustat": 136, "sysfs": 139,
-		"clone": 56, "clone3": 435, "personality": 135, "socket": 41, "ioctl": 16,
+		"io_setup": 206, "io_destroy": 207, "io_submit": 209, "io_cancel": 210, "io_getevents": 208,
+		"io_pgetevents": 333,
+		"clone":         56, "clone3": 435, "personality": 135, "socket": 41, "socketpair": 53, "ioctl": 16,
+		"prlimit64": 302, // see prlimit.go
 	},
 	deniedIoctls: []uint32{0x5412, 0x541c}, // TIOCSTI, TIOCLINUX
 }

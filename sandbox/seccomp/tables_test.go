@@ -18,18 +18,18 @@ import (
 	"openvibe.network/agentsandbox/internal/testenv"
 )
 
-// amd64Program pins the x86_64 filter: the SHA-256 and length of its raw
-// bytes as they were before the policy was split into per-arch tables. A
-// change to the x86_64 filter must change these on purpose.
+// amd64Program pins the x86_64 filter with Options{}: the SHA-256 and
+// length of its raw bytes (last changed by the prlimit64 check, the AIO refusals and
+// the socket rules). A change to the x86_64 filter must change these on purpose.
 const (
-	amd64ProgramSHA256 = "fdd34313c89b1c8b75165e0a2f9e886c20e2e9e15a6e152220ef90df884d6513"
-	amd64ProgramLen    = 1216
+	amd64ProgramSHA256 = "1876e65c1481cae8305dcc9d2e8826f5737f5758dba97e0d5feb5ae71fac126d"
+	amd64ProgramLen    = 1488
 )
 
 // TestAMD64ProgramPinned checks the x86_64 filter is byte for byte the one
 // pinned, on any GOARCH; on amd64, that Program returns it.
 func TestAMD64ProgramPinned(t *testing.T) {
-	prog, err := program(&x86_64)
+	prog, err := program(&x86_64, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,12 +40,12 @@ func TestAMD64ProgramPinned(t *testing.T) {
 	if runtime.GOARCH != "amd64" {
 		return
 	}
-	native, err := Program()
+	native, err := Program(Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if string(native) != string(prog) {
-		t.Fatal("Program() on amd64 is not the x86_64 table's filter")
+		t.Fatal("Program(Options{}) on amd64 is not the x86_64 table's filter")
 	}
 }
 
@@ -54,16 +54,16 @@ func TestAMD64ProgramPinned(t *testing.T) {
 func TestProgramSelectsTable(t *testing.T) {
 	tab := native()
 	if tab == nil {
-		if _, err := Program(); err != ErrUnsupported {
+		if _, err := Program(Options{}); err != ErrUnsupported {
 			t.Fatalf("Program on %s: %v, want ErrUnsupported", runtime.GOARCH, err)
 		}
 		return
 	}
-	got, err := Program()
+	got, err := Program(Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := program(tab)
+	want, err := program(tab, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func TestTableWithoutNumberRefused(t *testing.T) {
 			broken.nr[k] = v
 		}
 	}
-	if _, err := program(&broken); err == nil {
+	if _, err := program(&broken, Options{}); err == nil {
 		t.Fatal("a table without ioctl's number assembled")
 	}
 }

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -32,7 +33,7 @@ func (s *Server) getArchive(w http.ResponseWriter, r *http.Request) error {
 // putArchive handles PUT /v1/sandboxes/{id}/archive/{path...}: the body, a
 // tar or gzipped tar of at most Config.MaxUpload bytes, is unpacked into the
 // directory (made when missing; merged into when it exists), all or
-// nothing.
+// nothing. A zip archive is refused by its first bytes, saying so.
 func (s *Server) putArchive(w http.ResponseWriter, r *http.Request) error {
 	id, rel, err := s.fileTarget(r, true)
 	if err != nil {
@@ -42,13 +43,26 @@ func (s *Server) putArchive(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := s.cfg.Runtime.PutArchive(r.Context(), id, rel, body); err != nil {
+	head := make([]byte, len(zipMagic))
+	n, _ := io.ReadFull(body, head)
+	if magic := string(head[:n]); magic == zipMagic || magic == zipEmptyMagic {
+		abandonBody(w)
+		return newError(CodeInvalidArchive, "the body is a zip archive, and zip is not supported: send a tar or a gzipped tar (e.g. tar -czf - -C DIR .); nothing was written")
+	}
+	if err := s.cfg.Runtime.PutArchive(r.Context(), id, rel, io.MultiReader(bytes.NewReader(head[:n]), body)); err != nil {
 		return body.fileError(rel, err)
 	}
 	addLog(r.Context(), slog.Int64("bytes", body.n))
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
+
+// The first bytes of a zip archive: a local file header, or the end of an
+// empty archive's central directory.
+const (
+	zipMagic      = "PK\x03\x04"
+	zipEmptyMagic = "PK\x05\x06"
+)
 
 // limitedBody remembers the error of the body it reads, so a body over the
 // limit is a 413 whatever the runtime makes of the error.
@@ -112,7 +126,7 @@ func fileError(rel string, err error) error {
 	case errors.Is(err, sandbox.ErrNotRegular):
 		return badRequest("%q is not a regular file (a fifo, socket or device)", rel)
 	case errors.Is(err, sandbox.ErrTooLarge):
-		return badRequest("%q is too large for this operation (a path longer than 4,000 bytes, or a directory with too many entries)", rel)
+		return badRequest("%q is too large for this operation: a directory with too many entries, or a path that grows past %d bytes once its links are followed", rel, maxPathBytes)
 	}
 	return fmt.Errorf("file operation on %s: %w", rel, err)
 }

@@ -26,22 +26,6 @@ import (
 // is too slow for is dropped (a dropped message says where and how much):
 // neither the process nor the worker ever waits for the client, and a
 // client that stalls one write for Config.WriteTimeout is cut off.
-const (
-	AttachStdout byte = 1
-	AttachStderr byte = 2
-)
-
-// AttachMessage is a text message of the attach protocol.
-type AttachMessage struct {
-	// Type is resize, eof, dropped, exit or error.
-	Type    string   `json:"type"`
-	Rows    int      `json:"rows,omitempty"`
-	Cols    int      `json:"cols,omitempty"`
-	Stream  string   `json:"stream,omitempty"`
-	Bytes   int64    `json:"bytes,omitempty"`
-	Process *Process `json:"process,omitempty"`
-	Error   *Error   `json:"error,omitempty"`
-}
 
 // maxAttachMessage bounds one message from the client.
 const maxAttachMessage = 1 << 20
@@ -199,7 +183,7 @@ func (s *Server) serveAttach(ctx context.Context, ws *wsmsg.Conn, att *sandbox.A
 				rec := processOf(end.rec)
 				sendJSON(AttachMessage{Type: "exit", Process: &rec})
 			} else if ctx.Err() == nil {
-				sendJSON(AttachMessage{Type: "error", Error: toError(processError(id, pid, end.err))})
+				sendJSON(AttachMessage{Type: "error", Error: toError(processError(id, pid, end.err)).wire()})
 			}
 			return
 		case <-ctx.Done(): // the client went away

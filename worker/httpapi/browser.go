@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -35,44 +34,6 @@ import (
 // browserFrame bytes: the browser waits for it, not the worker, which holds
 // no whole message; a client that stalls one write for Config.WriteTimeout
 // is cut off.
-
-// BrowserRequest is the `browser` of a create: true, or an object.
-type BrowserRequest struct {
-	// Start starts the browser at create (default: at the first
-	// connection).
-	Start bool `json:"start,omitempty"`
-}
-
-// BrowserOption is the `browser` field of a create: absent or false for
-// none, true or a BrowserRequest for a browser sandbox.
-type BrowserOption struct {
-	// Set is true for a browser sandbox.
-	Set bool
-	BrowserRequest
-}
-
-// UnmarshalJSON accepts true, false or an object.
-func (b *BrowserOption) UnmarshalJSON(p []byte) error {
-	switch s := strings.TrimSpace(string(p)); s {
-	case "true", "false":
-		*b = BrowserOption{Set: s == "true"}
-		return nil
-	}
-	var r BrowserRequest
-	if err := json.Unmarshal(p, &r); err != nil {
-		return errors.New(`browser: give true, false or {"start": true}`)
-	}
-	*b = BrowserOption{Set: true, BrowserRequest: r}
-	return nil
-}
-
-// MarshalJSON writes false, true or the object.
-func (b BrowserOption) MarshalJSON() ([]byte, error) {
-	if !b.Set || !b.Start {
-		return json.Marshal(b.Set)
-	}
-	return json.Marshal(b.BrowserRequest)
-}
 
 // BrowserVersion is the answer of GET …/browser/json/version, with
 // Chromium's own field names.
@@ -232,7 +193,9 @@ func (s *Server) browserVersion(w http.ResponseWriter, r *http.Request) error {
 		return browserError(id, err)
 	}
 	defer bc.Close()
-	v, err := cdp.New(bc).GetVersion()
+	stop := context.AfterFunc(ctx, func() { bc.Close() }) // the call too is bounded
+	defer stop()
+	v, err := cdp.New(bc).GetVersion() // holds at most cdp.DefaultMaxMessage of a message
 	if err != nil {
 		return browserError(id, err)
 	}
@@ -251,6 +214,9 @@ func (s *Server) browserVersion(w http.ResponseWriter, r *http.Request) error {
 	})
 	return nil
 }
+
+// The worker's own calls read the browser's pipe by parts (see cdp.New).
+var _ cdp.PartReader = (*sandbox.BrowserConn)(nil)
 
 // browserVersionTimeout bounds /json/version (the browser's start included).
 const browserVersionTimeout = time.Minute

@@ -4,67 +4,45 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"net/http"
 	"strings"
 
 	"openvibe.network/agentsandbox/sandbox"
-)
-
-// The API's error codes, each with the one status it is answered with (see
-// statusOf). Clients match codes, never messages.
-const (
-	CodeInvalidRequest  = "invalid_request"
-	CodeUnsupportedType = "unsupported_media_type"
-	CodeBodyTooLarge    = "body_too_large"
-	CodeUnauthorized    = "unauthorized"
-	CodeNoRoute         = "no_route"
-	CodeMethod          = "method_not_allowed"
-	CodeSandboxNotFound = "sandbox_not_found"
-	CodeNotFound        = "not_found"
-	CodeFileNotFound    = "file_not_found"
-	CodeProcessNotFound = "process_not_found"
-	CodeIsDirectory     = "is_directory"
-	CodeNotDirectory    = "not_directory"
-	CodeExists          = "exists"
-	CodeNotEmpty        = "not_empty"
-	CodeInvalidArchive  = "invalid_archive"
-	CodeAtCapacity      = "at_capacity"
-	CodeNoBrowser       = "no_browser"
-	CodeBrowserBusy     = "browser_busy"
-	CodeWorkspaceFull   = "workspace_full"
-	CodeWipeUnverified  = "wipe_unverified"
-	CodeNoSelfTest      = "no_selftest"
-	CodeLimits          = "limits_unavailable"
-	CodeInternal        = "internal"
+	"openvibe.network/agentsandbox/workerapi"
 )
 
 // statusOf is the status of each code: the one table that maps them.
 func statusOf(code string) int {
 	switch code {
-	case CodeInvalidRequest, CodeIsDirectory, CodeNotDirectory, CodeNoBrowser, CodeInvalidArchive:
+	case CodeInvalidRequest, CodeIsDirectory, CodeNotDirectory, CodeNoBrowser, CodeInvalidArchive, CodeImageNotAllowed, CodeInvalidImage:
 		return http.StatusBadRequest
 	case CodeUnauthorized:
 		return http.StatusUnauthorized
-	case CodeNoRoute, CodeSandboxNotFound, CodeNotFound, CodeFileNotFound, CodeProcessNotFound:
+	case CodePreviewForbidden, CodeImageUnauthorized:
+		return http.StatusForbidden
+	case CodeNoRoute, CodeSandboxNotFound, CodeNotFound, CodeFileNotFound, CodeProcessNotFound, CodeImageNotFound:
 		return http.StatusNotFound
 	case CodeMethod:
 		return http.StatusMethodNotAllowed
-	case CodeExists, CodeNotEmpty, CodeBrowserBusy:
+	case CodeExists, CodeNotEmpty, CodeBrowserBusy, CodeProcessExited, CodeImageInUse, CodeSandboxBroken:
 		return http.StatusConflict
 	case CodeBodyTooLarge:
 		return http.StatusRequestEntityTooLarge
 	case CodeUnsupportedType:
 		return http.StatusUnsupportedMediaType
-	case CodeAtCapacity:
+	case CodeAtCapacity, CodeTooManyConns:
 		return http.StatusTooManyRequests
-	case CodeNoSelfTest:
+	case CodeNoSelfTest, CodeNoPreview:
 		return http.StatusNotImplemented
-	case CodeLimits:
+	case CodeLimits, CodeHostUnsupported, CodeImagesUnavailable:
 		return http.StatusServiceUnavailable
-	case CodeWorkspaceFull:
+	case CodeWorkspaceFull, CodeImageCacheFull:
 		return http.StatusInsufficientStorage
+	case CodePortClosed, CodePortFailed, CodeRegistryUnavailable:
+		return http.StatusBadGateway
+	case CodePortTimeout:
+		return http.StatusGatewayTimeout
 	}
 	return http.StatusInternalServerError
 }
@@ -76,14 +54,20 @@ func newError(code, format string, args ...any) *Error {
 
 // Error is an error that crosses HTTP: a status (from its code, see
 // statusOf), a stable code and a message for a person saying what to fix.
+// Its wire form is workerapi.Error (see wire).
 type Error struct {
-	Status  int    `json:"-"`
-	Code    string `json:"code"`
-	Message string `json:"message"`
+	Status  int
+	Code    string
+	Message string
 	// Leftovers lists what a wipe could not remove (code wipe_unverified).
-	Leftovers []string `json:"leftovers,omitempty"`
+	Leftovers []string
 	// RetryAfter, in seconds, is sent as the Retry-After header when set.
-	RetryAfter int `json:"-"`
+	RetryAfter int
+}
+
+// wire is e as the answer's or the event's error object.
+func (e *Error) wire() *workerapi.Error {
+	return &workerapi.Error{Code: e.Code, Message: e.Message, Leftovers: e.Leftovers}
 }
 
 // Error implements error.
@@ -105,6 +89,9 @@ func errSandboxNotFound(id string) *Error {
 func toError(err error) *Error {
 	var apiErr *Error
 	var tooBig *http.MaxBytesError
+	if e := imageError(err); e != nil && !errors.As(err, &apiErr) {
+		return e
+	}
 	switch {
 	case errors.As(err, &apiErr):
 		return apiErr
@@ -114,8 +101,12 @@ func toError(err error) *Error {
 	case errors.Is(err, sandbox.ErrCapacity):
 		return &Error{Status: statusOf(CodeAtCapacity), Code: CodeAtCapacity, RetryAfter: 5,
 			Message: "every sandbox slot of this worker is in use; delete a sandbox or retry later"}
+	case errors.Is(err, sandbox.ErrHost):
+		return newError(CodeHostUnsupported, "this host cannot run sandboxes, so the worker starts none: %s", after(err, sandbox.ErrHost))
 	case errors.Is(err, sandbox.ErrLimits):
 		return newError(CodeLimits, "this worker cannot enforce sandbox limits, so it starts no sandbox: %s", after(err, sandbox.ErrLimits))
+	case errors.Is(err, sandbox.ErrBroken):
+		return newError(CodeSandboxBroken, "the sandbox's init stopped answering (a command in it may have stalled it), so it takes no more calls; delete it (DELETE /v1/sandboxes/{id}: the wipe does not need the init) and create another")
 	case errors.Is(err, sandbox.ErrPath):
 		return badRequest("the path leaves the workspace; give a path inside /workspace without `..`")
 	case errors.Is(err, sandbox.ErrNotFound):
@@ -143,9 +134,7 @@ func writeError(w http.ResponseWriter, e *Error) {
 	if e.RetryAfter > 0 {
 		w.Header().Set("Retry-After", fmt.Sprint(e.RetryAfter))
 	}
-	writeJSON(w, e.Status, struct {
-		Error *Error `json:"error"`
-	}{e})
+	writeJSON(w, e.Status, workerapi.ErrorBody{Error: *e.wire()})
 }
 
 // writeJSON sends v with status.
@@ -154,45 +143,4 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
-}
-
-// decodeJSON reads exactly one JSON object into v, refusing unknown fields,
-// and says what is wrong with a body it cannot take.
-func (s *Server) decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
-	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
-		return &Error{Status: statusOf(CodeUnsupportedType), Code: CodeUnsupportedType,
-			Message: "send the body as application/json"}
-	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, s.cfg.MaxBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return jsonError(err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return badRequest("the body must hold one JSON object and nothing after it")
-	}
-	return nil
-}
-
-// jsonError explains a JSON decoding error.
-func jsonError(err error) error {
-	var syntax *json.SyntaxError
-	var typ *json.UnmarshalTypeError
-	var tooBig *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooBig):
-		return err
-	case errors.Is(err, io.EOF):
-		return badRequest("the body is empty; send a JSON object")
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return badRequest("the body ends in the middle of the JSON")
-	case errors.As(err, &syntax):
-		return badRequest("the body is not valid JSON at byte %d: %v", syntax.Offset, err)
-	case errors.As(err, &typ):
-		return badRequest("field %q must be %s, not %s", typ.Field, typ.Type, typ.Value)
-	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		return badRequest("unknown field %s; see docs/openapi.yaml", strings.TrimPrefix(err.Error(), "json: unknown field "))
-	default:
-		return badRequest("the body is not the expected JSON: %v", err)
-	}
 }

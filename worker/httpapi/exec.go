@@ -18,58 +18,6 @@ import (
 	"openvibe.network/agentsandbox/sandbox"
 )
 
-// ExecRequest is the body of POST /v1/sandboxes/{id}/exec.
-type ExecRequest struct {
-	// Argv is the command and its arguments (required).
-	Argv []string `json:"argv"`
-	// Env is added to the sandbox's environment for this command.
-	Env map[string]string `json:"env,omitempty"`
-	// Cwd is the working directory, relative to /workspace (or an absolute
-	// path under /workspace); default /workspace.
-	Cwd string `json:"cwd,omitempty"`
-	// Stdin is the command's standard input as text; StdinBase64 is the
-	// same for bytes. At most one of them.
-	Stdin       *string `json:"stdin,omitempty"`
-	StdinBase64 *string `json:"stdin_base64,omitempty"`
-	// TimeoutSeconds ends the command (not the sandbox); 0 means the time box.
-	TimeoutSeconds int `json:"timeout_seconds,omitempty"`
-	// Background starts the command and answers 201 with its process at
-	// once; it runs on (see the processes routes) until it exits, is
-	// signalled or the sandbox ends. Stdin and TimeoutSeconds are refused
-	// with it: write to its stdin route, signal it.
-	Background bool `json:"background,omitempty"`
-	// TTY runs the command on a terminal of the sandbox's own, Rows×Cols
-	// (default 24×80); its output is one stream, stdout.
-	TTY  bool `json:"tty,omitempty"`
-	Rows int  `json:"rows,omitempty"`
-	Cols int  `json:"cols,omitempty"`
-}
-
-// ExecEvent is one line of the NDJSON answer of an exec. Output events have
-// Stream; the last event has ExitCode, or Error when the command could not
-// be run to its end.
-type ExecEvent struct {
-	// Stream is "stdout" or "stderr" on output events.
-	Stream string `json:"stream,omitempty"`
-	// Data is the output when it is text (UTF-8); DataBase64, set instead,
-	// holds output that is not.
-	Data       string `json:"data,omitempty"`
-	DataBase64 string `json:"data_base64,omitempty"`
-	// DroppedBytes, on an output event without data, is how much output of
-	// Stream was dropped at this point because the client read too slowly;
-	// on the last event, the total dropped.
-	DroppedBytes int64 `json:"dropped_bytes,omitempty"`
-	// ExitCode is set on the last event of a command that ran.
-	ExitCode *int `json:"exit_code,omitempty"`
-	// Reason says which limit ended the command: timeout, time_box, memory,
-	// pids or deleted; empty for a normal exit.
-	Reason string `json:"reason,omitempty"`
-	// Error is set on the last event when the command could not be run.
-	Error *Error `json:"error,omitempty"`
-	// Process, on the last event of a process's output, is its record.
-	Process *Process `json:"process,omitempty"`
-}
-
 // toExecRequest validates req and converts it for the runtime.
 func toExecRequest(req ExecRequest) (agentsandbox.ExecRequest, error) {
 	var out agentsandbox.ExecRequest
@@ -148,7 +96,8 @@ func cwdOf(cwd string) (string, error) {
 	if rest, ok := strings.CutPrefix(cwd, "/workspace"); ok && (rest == "" || rest[0] == '/') {
 		cwd = strings.TrimPrefix(rest, "/")
 	} else if strings.HasPrefix(cwd, "/") {
-		return "", badRequest("cwd %q is outside the workspace; give a path relative to /workspace", cwd)
+		return "", badRequest("cwd %q is not under /workspace: a command starts in the workspace or one of its directories; give a path relative to /workspace "+
+			"(to work in /tmp, which the sandbox may write too, run e.g. sh -c 'cd /tmp && …')", cwd)
 	}
 	if cwd == "" {
 		return "", nil
@@ -160,8 +109,16 @@ func cwdOf(cwd string) (string, error) {
 	return rel, nil
 }
 
+// Bounds of a workspace path: Linux's for one name (NAME_MAX), the init's
+// for a whole path.
+const (
+	maxNameBytes = 255
+	maxPathBytes = 4000
+)
+
 // workspacePath checks a path relative to the workspace: not empty, not
-// absolute, no `..`, no NUL; field names it in the message.
+// absolute, no `..`, no NUL, no name over maxNameBytes, at most
+// maxPathBytes; field names it in the message.
 func workspacePath(field, p string) (string, error) {
 	switch {
 	case p == "":
@@ -172,6 +129,13 @@ func workspacePath(field, p string) (string, error) {
 		return "", badRequest("%s %q is absolute; give a path relative to /workspace", field, p)
 	case slices.Contains(strings.Split(p, "/"), ".."):
 		return "", badRequest("%s %q contains `..`; paths must stay inside the workspace", field, p)
+	case len(p) > maxPathBytes:
+		return "", badRequest("%s is %d bytes long; a path may have at most %d", field, len(p), maxPathBytes)
+	}
+	for _, name := range strings.Split(p, "/") {
+		if len(name) > maxNameBytes {
+			return "", badRequest("%s holds a name of %d bytes (%.24q…); a file or directory name may have at most %d", field, len(name), name, maxNameBytes)
+		}
 	}
 	return path.Clean(p), nil
 }
@@ -315,9 +279,9 @@ func finalEvent(id string, res agentsandbox.ExecResult, err error, q *outQueue) 
 	case err == nil:
 		ev.ExitCode, ev.Reason = &res.ExitCode, res.Reason
 	case errors.Is(err, sandbox.ErrNotFound):
-		ev.Error = errSandboxNotFound(id)
+		ev.Error = errSandboxNotFound(id).wire()
 	default:
-		ev.Error = toError(fmt.Errorf("exec: %w", err))
+		ev.Error = toError(fmt.Errorf("exec: %w", err)).wire()
 	}
 	return ev
 }

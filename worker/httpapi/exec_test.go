@@ -17,6 +17,7 @@ import (
 	"openvibe.network/agentsandbox"
 	"openvibe.network/agentsandbox/sandbox"
 	"openvibe.network/agentsandbox/worker/httpapi/apitest"
+	"openvibe.network/agentsandbox/workerapi"
 )
 
 // waitLong bounds waits that only a broken implementation would exhaust.
@@ -126,10 +127,10 @@ func TestExecEvents(t *testing.T) {
 		}, want: []ExecEvent{{Stream: "stdout", Data: "ok"}, {Stream: "stdout", DataBase64: "4oI="}, {ExitCode: code(0)}}},
 		{name: "ErrDeletedMeanwhile", body: `{"argv":["x"]}`, exec: func(context.Context, string, agentsandbox.ExecRequest, io.Writer, io.Writer) (agentsandbox.ExecResult, error) {
 			return agentsandbox.ExecResult{}, fmt.Errorf("exec: %w", sandbox.ErrNotFound)
-		}, want: []ExecEvent{{Error: &Error{Code: "sandbox_not_found", Message: `no sandbox "sb-1" on this worker (it may have been deleted or its time box ended)`}}}},
+		}, want: []ExecEvent{{Error: &workerapi.Error{Code: "sandbox_not_found", Message: `no sandbox "sb-1" on this worker (it may have been deleted or its time box ended)`}}}},
 		{name: "ErrRuntime", body: `{"argv":["x"]}`, exec: func(context.Context, string, agentsandbox.ExecRequest, io.Writer, io.Writer) (agentsandbox.ExecResult, error) {
 			return agentsandbox.ExecResult{}, fmt.Errorf("init: broken pipe")
-		}, want: []ExecEvent{{Error: &Error{Code: "internal", Message: "the worker failed; its log says why"}}}},
+		}, want: []ExecEvent{{Error: &workerapi.Error{Code: "internal", Message: "the worker failed; its log says why"}}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fake := apitest.NewFake(1)

@@ -27,23 +27,6 @@ type FileTree interface {
 	PutArchive(ctx context.Context, id, dir string, r io.Reader) error
 }
 
-// FileEntry is one entry of a directory listing.
-type FileEntry struct {
-	Name string `json:"name"`
-	// Type is "file", "directory", "symlink" (described, not followed) or
-	// "other" (a fifo, socket or device).
-	Type string `json:"type"`
-	Size int64  `json:"size"`
-	// Mode is the permission bits in octal, e.g. "0644".
-	Mode    string    `json:"mode"`
-	ModTime time.Time `json:"mtime"`
-}
-
-// DirListing is the answer of GET …/files/{dir}/.
-type DirListing struct {
-	Items []FileEntry `json:"items"`
-}
-
 // Defaults of the file routes.
 const (
 	defaultFileMode fs.FileMode = 0o644

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"archive/tar"
+	"archive/zip"
 	"bytes"
 	"context"
 	"errors"
@@ -177,5 +178,33 @@ func fileRouteCases() []routeCase {
 			wantStatus: 400, wantCode: "not_directory"},
 		{name: "ErrPutArchiveUnknown", method: "PUT", path: "/v1/sandboxes/sb-404/archive/", body: "x", wantStatus: 404, wantCode: "sandbox_not_found"},
 		{name: "ErrPutArchiveEscape", method: "PUT", path: archive + "a/..%2F..%2Fb", body: "x", wantStatus: 400, wantCode: "invalid_request"},
+		{name: "ErrPutArchiveZip", method: "PUT", path: archive + "p", body: zipOf("x"), wantStatus: 400, wantCode: "invalid_archive",
+			wantMsg: "the body is a zip archive, and zip is not supported: send a tar or a gzipped tar",
+			check:   then("GET", "/v1/sandboxes/sb-1/files/", "", 200, checkJSON(`{"items":[]}`))},
+		{name: "ErrPutArchiveEmptyZip", method: "PUT", path: archive + "p", body: zipOf(), wantStatus: 400, wantCode: "invalid_archive",
+			wantMsg: "zip is not supported"},
+		// The workspace's routes without their trailing slash are the
+		// workspace's, not a redirect.
+		{name: "GetArchiveNoSlash", method: "GET", path: "/v1/sandboxes/{id}/archive", setup: withFiles("d/a", "top"), wantStatus: 200, check: tarNames("d/a", "top")},
+		{name: "PutArchiveNoSlash", method: "PUT", path: "/v1/sandboxes/{id}/archive", body: tarOf("x/", "x/y"), wantStatus: 204,
+			check: then("GET", "/v1/sandboxes/sb-1/archive/x", "", 200, tarNames("y"))},
+		{name: "ListWorkspaceNoSlash", method: "GET", path: "/v1/sandboxes/{id}/files", setup: withFiles("top"), wantStatus: 200,
+			check: checkJSON(`{"items":[{"name":"top","type":"file","size":3,"mode":"0644",` + mtime + `}]}`)},
 	}
+}
+
+// zipOf is a zip archive of empty files with names. It panics on the
+// writer's errors, which these names cannot cause.
+func zipOf(names ...string) string {
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	for _, n := range names {
+		if _, err := zw.Create(n); err != nil {
+			panic(err)
+		}
+	}
+	if err := zw.Close(); err != nil {
+		panic(err)
+	}
+	return buf.String()
 }

@@ -3,8 +3,10 @@ package httpapi
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/base64"
 	"encoding/json"
+	"maps"
 	"os"
 	"regexp"
 	"slices"
@@ -146,8 +148,15 @@ func pointer(tok string) string {
 // status is not in the document.
 func (o *openAPI) responseSchema(tb testing.TB, method, urlPath string, status int, ctype string) (*jsonschema.Schema, bool) {
 	tb.Helper()
-	for p, item := range o.doc["paths"].(map[string]any) {
-		re := regexp.MustCompile("^" + strings.NewReplacer("{path}", ".*", "{id}", "[^/]+", "{pid}", "[^/]+").Replace(p) + "$")
+	paths := o.doc["paths"].(map[string]any)
+	// A path with {path} last: another that matches is the more specific
+	// (…/ports/{port}/preview before …/ports/{port}/{path}).
+	keys := slices.SortedFunc(maps.Keys(paths), func(a, b string) int {
+		return cmp.Or(cmp.Compare(strings.Count(a, "{path}"), strings.Count(b, "{path}")), strings.Compare(a, b))
+	})
+	for _, p := range keys {
+		item := paths[p]
+		re := regexp.MustCompile("^" + strings.NewReplacer("{path}", ".*", "{id}", "[^/]+", "{pid}", "[^/]+", "{port}", "[^/]+", "{digest}", "[^/]+").Replace(p) + "$")
 		op, ok := item.(map[string]any)[strings.ToLower(method)].(map[string]any)
 		if !ok || !re.MatchString(strings.SplitN(urlPath, "?", 2)[0]) {
 			continue

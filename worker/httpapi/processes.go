@@ -14,47 +14,6 @@ import (
 	"openvibe.network/agentsandbox/sandbox"
 )
 
-// Process is a command of a sandbox as the API shows it: an item of GET
-// …/processes, the answer of a background exec and of GET …/processes/{pid}.
-type Process struct {
-	Pid       int       `json:"pid"`
-	Argv      []string  `json:"argv"`
-	StartedAt time.Time `json:"started_at"`
-	// TTY says it runs on a terminal; Background that it was started in
-	// the background (a foreground one ends with its request).
-	TTY        bool `json:"tty"`
-	Background bool `json:"background"`
-	// State is "running" or "exited".
-	State string `json:"state"`
-	// ExitCode and Reason are set once it exited (Reason as an exec's).
-	ExitCode *int   `json:"exit_code,omitempty"`
-	Reason   string `json:"reason,omitempty"`
-}
-
-// ProcessList is the answer to GET …/processes.
-type ProcessList struct {
-	Items []Process `json:"items"`
-}
-
-// SignalRequest is the body of POST …/processes/{pid}/signal.
-type SignalRequest struct {
-	// Signal is a name without SIG: TERM, KILL, INT, HUP, QUIT, USR1,
-	// USR2, STOP, CONT or WINCH.
-	Signal string `json:"signal"`
-}
-
-// StdinRequest is a JSON body of POST …/processes/{pid}/stdin (the body
-// may instead be the bytes themselves, as application/octet-stream, with
-// ?close=1 for Close).
-type StdinRequest struct {
-	// Data is text to write; DataBase64 the same for bytes. At most one.
-	Data       *string `json:"data,omitempty"`
-	DataBase64 *string `json:"data_base64,omitempty"`
-	// Close closes the process's stdin after the data (on a terminal:
-	// types the end-of-file character).
-	Close bool `json:"close,omitempty"`
-}
-
 // processOf converts a runtime Process.
 func processOf(p sandbox.Process) Process {
 	out := Process{Pid: p.Pid, Argv: p.Argv, StartedAt: time.Unix(0, p.Started).UTC(), TTY: p.TTY,
@@ -85,7 +44,9 @@ func processError(id string, pid int, err error) error {
 	case errors.Is(err, sandbox.ErrNotFound):
 		return errSandboxNotFound(id)
 	case errors.Is(err, sandbox.ErrNoProcess):
-		return newError(CodeProcessNotFound, "no process %d in sandbox %s (or it has exited); list them with GET /v1/sandboxes/%s/processes", pid, id, id)
+		return newError(CodeProcessNotFound, "no process %d in sandbox %s; list them with GET /v1/sandboxes/%s/processes", pid, id, id)
+	case errors.Is(err, sandbox.ErrExited):
+		return newError(CodeProcessExited, "process %d of sandbox %s has exited, so it takes no more signals or stdin (nothing was sent); its record, with its exit code: GET /v1/sandboxes/%s/processes/%d", pid, id, id, pid)
 	case errors.Is(err, sandbox.ErrInvalid):
 		return badRequest("%s", err.Error())
 	}
@@ -166,7 +127,7 @@ func (s *Server) output(w http.ResponseWriter, r *http.Request) error {
 		ew.start()
 	}
 	if err != nil {
-		ew.finish(ExecEvent{Error: toError(processError(id, pid, err))})
+		ew.finish(ExecEvent{Error: toError(processError(id, pid, err)).wire()})
 		addLog(r.Context(), slog.String("output_error", err.Error()))
 		return nil
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"os"
 	"runtime"
 	"slices"
 	"strconv"
@@ -293,4 +294,144 @@ func TestRealBrowserStreamsLargeMessages(t *testing.T) {
 	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > size/4 {
 		t.Fatalf("forwarding a %d MiB message allocated %d MiB in this process, want a fraction of it", size>>20, alloc>>20)
 	}
+}
+
+// BenchmarkRealBrowserPool measures, through the API, a browser sandbox's
+// create to the answer of its first CDP Page.navigate (a page served inside
+// the sandbox: its server started, a new page, the navigate) for a sandbox
+// of the browser pool (Chromium started ahead) against a cold one (Chromium
+// started by the first connection), interleaved round by round on one
+// runtime of two slots, the side that goes first alternating. Before each
+// timed create the pool is full, its filler idle and its Chromium settled
+// for two seconds: the pooled side's second slot holds a plain sandbox, so
+// the pool's refill does not run during the pooled round; the cold side's
+// create takes the free slot beside the pooled one (an environment keeps
+// it from the pool). It reports
+// each side's p50 and p90, the ratio of the p50s, and a warm sandbox's
+// memory before any client: its cgroup's (what its limit counts) and the
+// sum of its processes' PSS (their share of the host's memory).
+func BenchmarkRealBrowserPool(b *testing.B) {
+	const settle = 2 * time.Second
+	api := newRealAPI(b, sandbox.Config{Capacity: 2, PoolBrowser: 1, Browser: requireChromium(b)}, func(c *Config) { c.Browser = true })
+	ctx := context.Background()
+	r := rounds{}
+	var cgroupMiB, pssMiB []float64
+	waitPool := func() {
+		for api.rt.Pooled() < 1 {
+			time.Sleep(time.Millisecond)
+		}
+		// A pooled sandbox waits far longer than this in a worker: let the
+		// Chromium just started finish its own start-up work first (both
+		// sides wait alike).
+		time.Sleep(settle)
+	}
+	side := func(name string, opts client.CreateOptions) {
+		start := time.Now()
+		info, err := api.w.Create(ctx, opts)
+		if err != nil {
+			b.Fatalf("create: %v", err)
+		}
+		sb := api.w.Sandbox(info.ID)
+		phase := start
+		lap := func(what string) {
+			r[name+"-"+what] = append(r[name+"-"+what], time.Since(phase))
+			phase = time.Now()
+		}
+		lap("create")
+		if name == "pooled" { // not timed
+			look := time.Now()
+			if u, err := sb.Usage(ctx); err == nil {
+				cgroupMiB = append(cgroupMiB, float64(u.MemoryBytes)/(1<<20))
+			}
+			pssMiB = append(pssMiB, sandboxPSS(b, api.rt, info.ID))
+			start = start.Add(time.Since(look))
+			phase = time.Now()
+		}
+		if _, err := sb.Start(ctx, client.ExecRequest{Argv: []string{control.InitPath, control.ServeMarker, "127.0.0.1:8000", "page"}}); err != nil {
+			b.Fatal(err)
+		}
+		lap("server")
+		ws := dialBrowser(ctx, b, api.w, info.ID)
+		lap("dial")
+		page, err := cdp.New(wsTransport{ws}).NewPage("")
+		if err != nil {
+			b.Fatal(err)
+		}
+		lap("newpage")
+		for {
+			errText, err := page.Navigate("http://127.0.0.1:8000/")
+			if err != nil {
+				b.Fatalf("navigate: %v", err)
+			}
+			if errText == "" {
+				break
+			}
+			if time.Since(start) > time.Minute {
+				b.Fatalf("navigate: %s", errText)
+			}
+			time.Sleep(time.Millisecond) // the page server still starting (counted)
+		}
+		lap("navigate")
+		r[name] = append(r[name], time.Since(start))
+		ws.Close()
+		if _, err := sb.Delete(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	pooled := func() {
+		waitPool()
+		blocker, err := api.w.Create(ctx, client.CreateOptions{}) // holds the free slot: no refill meanwhile
+		if err != nil {
+			b.Fatal(err)
+		}
+		side("pooled", client.CreateOptions{Browser: true})
+		if _, err := api.w.Delete(ctx, blocker.ID); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cold := func() {
+		waitPool()
+		side("cold", client.CreateOptions{Browser: true, Env: map[string]string{"BENCH": "cold"}})
+	}
+	for i := 0; b.Loop(); i++ {
+		if i%2 == 0 {
+			pooled()
+			cold()
+		} else {
+			cold()
+			pooled()
+		}
+	}
+	r.report(b)
+	p50 := func(v []time.Duration) time.Duration { return v[(len(v)-1)/2] } // sorted by report
+	b.ReportMetric(float64(p50(r["pooled"]))/float64(p50(r["cold"])), "p50-ratio")
+	for name, v := range map[string][]float64{"warm-cgroup-MiB": cgroupMiB, "warm-pss-MiB": pssMiB} {
+		slices.Sort(v)
+		b.ReportMetric(v[(len(v)-1)/2], name+"-p50")
+	}
+}
+
+// sandboxPSS sums the proportional set size of sandbox id's processes, in
+// MiB: the host memory they account for, shared pages split among their
+// users.
+func sandboxPSS(tb testing.TB, rt *sandbox.Runtime, id string) float64 {
+	tb.Helper()
+	pids, err := rt.HostPids(id)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var kib int64
+	for _, pid := range pids {
+		data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/smaps_rollup")
+		if err != nil {
+			continue // ended meanwhile
+		}
+		for _, l := range strings.Split(string(data), "\n") {
+			if v, ok := strings.CutPrefix(l, "Pss:"); ok {
+				n, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+				kib += n
+			}
+		}
+	}
+	return float64(kib) / 1024
 }

@@ -22,7 +22,8 @@ const transferSize = 100 << 20
 // known), out again (GET), and copies it on the host with cp, in that order
 // each round (interleaved, so the three see the same machine): all three
 // between tmpfs files (the host's in /dev/shm, the sandbox's workspace is a
-// tmpfs too). It reports the median MiB/s of each. Run with -benchtime=5x
+// tmpfs too). It reports the median MiB/s of each and the medians of the
+// rounds' ratios upload/cp and download/cp. Run with -benchtime=5x
 // for 5 rounds:
 //
 //	CI=true go test -run '^$' -bench BenchmarkRealFileTransfer -benchtime 5x ./worker/httpapi/
@@ -74,6 +75,15 @@ func BenchmarkRealFileTransfer(b *testing.B) {
 		os.Remove(dst)
 		timed("cp", func() error { return exec.Command("cp", src, filepath.Join(dir, "cp.bin")).Run() })
 		os.Remove(filepath.Join(dir, "cp.bin"))
+	}
+	for _, name := range []string{"upload", "download"} {
+		ratios := make([]float64, len(rates[name]))
+		for i, r := range rates[name] {
+			ratios[i] = r / rates["cp"][i]
+		}
+		b.Logf("%s/cp per round: %.2f", name, ratios)
+		slices.Sort(ratios)
+		b.ReportMetric(ratios[(len(ratios)-1)/2], name+"/cp")
 	}
 	for name, rs := range rates {
 		b.Logf("%s MiB/s per round: %.0f", name, rs)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
 	"regexp"
 	"slices"
 	"strings"
@@ -154,8 +155,16 @@ func TestRealBackgroundServer(t *testing.T) {
 	if err != nil || !cmp.Equal(rec, exited, ignoreStart) || !strings.Contains(logged.String(), "GET /") {
 		t.Fatalf("Output with follow: %v; output %q; diff (-want +got):\n%s", err, logged.String(), cmp.Diff(exited, rec, ignoreStart))
 	}
-	if err := srv.Signal(ctx, "TERM"); !errors.Is(err, client.ErrProcessNotFound) {
-		t.Fatalf("Signal of an exited process: %v", err)
+	// Signal and stdin to the exited process: one answer for both, 409
+	// process_exited.
+	for name, err := range map[string]error{
+		"Signal": srv.Signal(ctx, "TERM"),
+		"Stdin":  srv.Stdin(ctx, strings.NewReader("late\n"), true),
+	} {
+		var apiErr *client.APIError
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusConflict || !errors.Is(err, client.ErrProcessExited) {
+			t.Errorf("%s of an exited process: %v, want 409 process_exited", name, err)
+		}
 	}
 	if _, err := sb.Process(999999).Info(ctx); !errors.Is(err, client.ErrProcessNotFound) {
 		t.Fatalf("Info of an unknown pid: %v", err)

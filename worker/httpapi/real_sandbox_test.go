@@ -80,11 +80,12 @@ func TestRealUsage(t *testing.T) {
 // TestRealExtend: a sandbox whose time box was extended through the API
 // lives past its first one, while a twin that was not ends. Both are
 // created through the runtime with a time box of seconds (the API's
-// shortest is 5 minutes).
+// shortest is 5 minutes), long enough that both creates and the extend
+// fit in it on a loaded machine.
 func TestRealExtend(t *testing.T) {
 	api := newRealAPI(t, sandbox.Config{Capacity: 2}, nil)
 	ctx := testCtx(t, 2*time.Minute)
-	const box = 3 * time.Second
+	const box = 20 * time.Second
 	var infos [2]sandbox.Info
 	for i := range infos {
 		in, err := api.rt.Create(ctx, sandbox.Options{TimeBox: box})
@@ -284,7 +285,9 @@ func TestRealOpenAPINewRoutes(t *testing.T) {
 	}
 	ask("GET", cat+"/output", "", nil, 200)
 	ask("GET", cat, "", nil, 200)
-	ask("POST", cat+"/signal", `{"signal":"TERM"}`, nil, 404)
+	ask("POST", cat+"/signal", `{"signal":"TERM"}`, nil, 409)
+	ask("POST", cat+"/stdin", "late", octets, 409)
+	ask("POST", p+"/processes/999999/signal", `{"signal":"TERM"}`, nil, 404)
 	ask("GET", cat+"/attach", "", nil, 400)
 	sleep := started(`["sleep","300"]`)
 	ask("GET", p+"/processes", "", nil, 200)

@@ -16,17 +16,21 @@ import (
 	"openvibe.network/agentsandbox"
 	"openvibe.network/agentsandbox/client"
 	"openvibe.network/agentsandbox/inside"
+	"openvibe.network/agentsandbox/inside/bridge"
+	"openvibe.network/agentsandbox/internal/imagetest"
 	"openvibe.network/agentsandbox/internal/testenv"
 	"openvibe.network/agentsandbox/sandbox"
 )
 
-// TestMain lets this test binary serve as the sandbox's launcher and init,
-// as codes-sandbox does.
+// TestMain lets this test binary serve as the sandbox's launcher and init
+// (with the egress bridge), as codes-sandbox does.
 func TestMain(m *testing.M) {
-	if code, ok := inside.MaybeRun(inside.Hooks{}); ok {
+	if code, ok := inside.MaybeRun(inside.Hooks{Bridge: bridge.Run}); ok {
 		os.Exit(code)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	imagetest.Cleanup()
+	os.Exit(code)
 }
 
 // Runtime is what *sandbox.Runtime offers.

@@ -43,6 +43,9 @@ func TestRoutes(t *testing.T) {
 				if e.Code != tc.wantCode || !strings.Contains(e.Message, tc.wantMsg) {
 					t.Fatalf("error %+v, want code %q and a message with %q", e, tc.wantCode, tc.wantMsg)
 				}
+				if strings.Contains(e.Message, "httpapi.") || strings.Contains(e.Message, " Go ") {
+					t.Fatalf("error %+v speaks of Go's types", e)
+				}
 				if ct := a.header.Get("Content-Type"); ct != "application/json" {
 					t.Fatalf("error Content-Type %q", ct)
 				}
@@ -126,12 +129,31 @@ func routeCases(full func(*apitest.Fake)) []routeCase {
 			wantCode: "invalid_request", wantMsg: "ends in the middle"},
 		{name: "ErrCreateSyntax", method: "POST", path: "/v1/sandboxes", body: `{"env" 1}`, wantStatus: 400,
 			wantCode: "invalid_request", wantMsg: "not valid JSON at byte"},
-		{name: "ErrCreateEmpty", method: "POST", path: "/v1/sandboxes", body: ``, wantStatus: 400,
+		{name: "CreateEmptyBody", method: "POST", path: "/v1/sandboxes", body: ``, wantStatus: 201, check: checkCreate(5*time.Minute, nil)},
+		{name: "CreateWhiteSpaceBody", method: "POST", path: "/v1/sandboxes", body: " \n", wantStatus: 201, check: checkCreate(5*time.Minute, nil)},
+		{name: "CreateBrowserNull", method: "POST", path: "/v1/sandboxes", body: `{"browser":null}`, wantStatus: 201, check: checkCreate(5*time.Minute, nil)},
+		{name: "ErrCreateArray", method: "POST", path: "/v1/sandboxes", body: `[]`, wantStatus: 400,
+			wantCode: "invalid_request", wantMsg: "the body must be a JSON object, not an array"},
+		{name: "ErrCreateDuplicate", method: "POST", path: "/v1/sandboxes", body: `{"time_box_minutes":5,"time_box_minutes":30}`, wantStatus: 400,
+			wantCode: "invalid_request", wantMsg: `field "time_box_minutes" is given twice`},
+		{name: "ErrCreateDuplicateNested", method: "POST", path: "/v1/sandboxes", body: `{"env":{"A":"1","A":"2"}}`, wantStatus: 400,
+			wantCode: "invalid_request", wantMsg: `field "env.A" is given twice`},
+		{name: "ErrCreateBrowserDuplicate", method: "POST", path: "/v1/sandboxes", body: `{"browser":{"start":true,"start":false}}`,
+			mod: func(c *Config) { c.Browser = true }, wantStatus: 400, wantCode: "invalid_request", wantMsg: `field "browser.start" is given twice`},
+		{name: "ErrCreateBrowserUnknown", method: "POST", path: "/v1/sandboxes", body: `{"browser":{"start":true,"headful":true}}`,
+			mod: func(c *Config) { c.Browser = true }, wantStatus: 400, wantCode: "invalid_request", wantMsg: `unknown field "browser.headful"`},
+		{name: "ErrCreateCaseFolded", method: "POST", path: "/v1/sandboxes", body: `{"TIME_BOX_MINUTES":30}`, wantStatus: 400,
+			wantCode: "invalid_request", wantMsg: `unknown field "TIME_BOX_MINUTES"`},
+		{name: "ErrCreateLimitType", method: "POST", path: "/v1/sandboxes", body: `{"limits":{"memory_mb":1.5}}`, wantStatus: 400,
+			wantCode: "invalid_request", wantMsg: `field "limits.memory_mb" must be an integer, not 1.5`},
+		{name: "ErrExecArgvType", method: "POST", path: "/v1/sandboxes/{id}/exec", body: `{"argv":["ls",1]}`, wantStatus: 400,
+			wantCode: "invalid_request", wantMsg: `field "argv[1]" must be a string, not a number`},
+		{name: "ErrExecEmpty", method: "POST", path: "/v1/sandboxes/{id}/exec", body: ``, wantStatus: 400,
 			wantCode: "invalid_request", wantMsg: "body is empty"},
 		{name: "ErrCreateUnknownField", method: "POST", path: "/v1/sandboxes", body: `{"timebox":5}`, wantStatus: 400,
 			wantCode: "invalid_request", wantMsg: `unknown field "timebox"`},
 		{name: "ErrCreateWrongType", method: "POST", path: "/v1/sandboxes", body: `{"time_box_minutes":"5"}`, wantStatus: 400,
-			wantCode: "invalid_request", wantMsg: `field "time_box_minutes" must be int, not string`},
+			wantCode: "invalid_request", wantMsg: `field "time_box_minutes" must be an integer, not a string`},
 		{name: "ErrCreateTrailing", method: "POST", path: "/v1/sandboxes", body: `{} {}`, wantStatus: 400,
 			wantCode: "invalid_request", wantMsg: "one JSON object and nothing after it"},
 		{name: "ErrCreateEnvName", method: "POST", path: "/v1/sandboxes", body: `{"env":{"1BAD":"x"}}`, wantStatus: 400,
@@ -165,7 +187,13 @@ func routeCases(full func(*apitest.Fake)) []routeCase {
 		{name: "ErrExecBadBase64", method: "POST", path: "/v1/sandboxes/{id}/exec", body: `{"argv":["cat"],"stdin_base64":"!!"}`,
 			wantStatus: 400, wantCode: "invalid_request", wantMsg: "stdin_base64 is not standard base64"},
 		{name: "ErrExecCwdOutside", method: "POST", path: "/v1/sandboxes/{id}/exec", body: `{"argv":["ls"],"cwd":"/etc"}`,
-			wantStatus: 400, wantCode: "invalid_request", wantMsg: `cwd "/etc" is outside the workspace`},
+			wantStatus: 400, wantCode: "invalid_request", wantMsg: `cwd "/etc" is not under /workspace`},
+		{name: "ErrExecCwdTmp", method: "POST", path: "/v1/sandboxes/{id}/exec", body: `{"argv":["ls"],"cwd":"/tmp"}`,
+			wantStatus: 400, wantCode: "invalid_request", wantMsg: `cwd "/tmp" is not under /workspace: a command starts in the workspace or one of its directories; give a path relative to /workspace (to work in /tmp, which the sandbox may write too, run e.g. sh -c 'cd /tmp && …')`},
+		{name: "ErrFileNameTooLong", method: "PUT", path: "/v1/sandboxes/{id}/files/dir/" + strings.Repeat("n", 300), body: "x",
+			wantStatus: 400, wantCode: "invalid_request", wantMsg: `path holds a name of 300 bytes ("nnnnnnnnnnnnnnnnnnnnnnnn"…); a file or directory name may have at most 255`},
+		{name: "ErrFilePathTooLong", method: "GET", path: "/v1/sandboxes/{id}/files/" + strings.Repeat("d/", 2001),
+			wantStatus: 400, wantCode: "invalid_request", wantMsg: "path is 4001 bytes long; a path may have at most 4000"},
 		{name: "ErrExecCwdDotDot", method: "POST", path: "/v1/sandboxes/{id}/exec", body: `{"argv":["ls"],"cwd":"/workspace/../etc"}`,
 			wantStatus: 400, wantCode: "invalid_request", wantMsg: "contains `..`"},
 		{name: "ErrExecTimeout", method: "POST", path: "/v1/sandboxes/{id}/exec", body: `{"argv":["ls"],"timeout_seconds":-1}`,
@@ -225,13 +253,13 @@ func routeCases(full func(*apitest.Fake)) []routeCase {
 				return Status{Capacity: 99, SelfTest: &SelfTestSummary{Passed: false, Checks: map[string]bool{"seccomp": false},
 					Reasons: []string{"seccomp: ptrace was allowed"}, CheckedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}}
 			}
-		}, wantStatus: 200, check: checkJSON(`{"capacity":2,"active":1,"self_test":{"passed":false,"checks":{"seccomp":false},"reasons":["seccomp: ptrace was allowed"],"checked_at":"2026-01-02T03:04:05Z"},"pooled":0}`)},
+		}, wantStatus: 200, check: checkJSON(`{"capacity":2,"active":1,"self_test":{"passed":false,"checks":{"seccomp":false},"not_run":[],"reasons":["seccomp: ptrace was allowed"],"checked_at":"2026-01-02T03:04:05Z"},"pooled":0}`)},
 		{name: "ErrSelfTestNone", method: "POST", path: "/v1/selftest", wantStatus: 501, wantCode: "no_selftest"},
 		{name: "SelfTest", method: "POST", path: "/v1/selftest", mod: func(c *Config) {
 			c.RunSelfTest = func(context.Context) (SelfTestSummary, error) {
 				return SelfTestSummary{Passed: true, Checks: map[string]bool{"wipe": true}, CheckedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}, nil
 			}
-		}, wantStatus: 200, check: checkJSON(`{"passed":true,"checks":{"wipe":true},"reasons":null,"checked_at":"2026-01-02T03:04:05Z"}`)},
+		}, wantStatus: 200, check: checkJSON(`{"passed":true,"checks":{"wipe":true},"not_run":[],"reasons":null,"checked_at":"2026-01-02T03:04:05Z"}`)},
 		{name: "ErrSelfTestBusy", method: "POST", path: "/v1/selftest", mod: func(c *Config) {
 			c.RunSelfTest = func(context.Context) (SelfTestSummary, error) {
 				return SelfTestSummary{}, sandbox.ErrCapacity
@@ -246,7 +274,7 @@ func routeCases(full func(*apitest.Fake)) []routeCase {
 				t.Fatalf("internal detail leaked: %s", a.body)
 			}
 		}},
-	}, fileRouteCases()...)
+	}, append(fileRouteCases(), append(portRouteCases(), imageRouteCases()...)...)...)
 }
 
 func wantHeader(name, want string) func(*testing.T, *testServer, answer) {

@@ -5,82 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
 	"openvibe.network/agentsandbox"
 	"openvibe.network/agentsandbox/sandbox"
 )
-
-// CreateRequest is the body of POST /v1/sandboxes.
-type CreateRequest struct {
-	// TimeBoxMinutes is how long the sandbox lives, 5..30 (default 5).
-	TimeBoxMinutes *int `json:"time_box_minutes,omitempty"`
-	// Env is added to the environment of every command in the sandbox.
-	Env map[string]string `json:"env,omitempty"`
-	// Browser asks for a sandbox with a headless browser: true, or
-	// {"start": true} to start it at once rather than at the first
-	// connection.
-	Browser BrowserOption `json:"browser,omitzero"`
-	// Egress is what the sandbox may reach (default: the worker's default,
-	// public unless configured otherwise).
-	Egress *agentsandbox.EgressPolicy `json:"egress,omitempty"`
-	// Limits are the sandbox's own, within the worker's (which its zero or
-	// absent fields take).
-	Limits *agentsandbox.Limits `json:"limits,omitempty"`
-}
-
-// PatchRequest is the body of PATCH /v1/sandboxes/{id}.
-type PatchRequest struct {
-	// TimeBoxMinutes sets the sandbox's time box anew, counted from when it
-	// started as every time box is: 5..30, and not an end already past.
-	TimeBoxMinutes *int `json:"time_box_minutes"`
-}
-
-// SandboxLimits are the limits of a sandbox as the API shows them.
-type SandboxLimits struct {
-	MemoryMB       int `json:"memory_mb"`
-	DiskMB         int `json:"disk_mb"`
-	Pids           int `json:"pids"`
-	CPUPercent     int `json:"cpu_percent"`
-	TimeBoxMinutes int `json:"time_box_minutes"`
-}
-
-// Sandbox describes a sandbox: the answer to a create and an item of a list.
-type Sandbox struct {
-	ID        string        `json:"id"`
-	CreatedAt time.Time     `json:"created_at"`
-	ExpiresAt time.Time     `json:"expires_at"`
-	Limits    SandboxLimits `json:"limits"`
-	// Egress is the policy the sandbox runs under, in canonical form.
-	Egress agentsandbox.EgressPolicy `json:"egress"`
-	// Browser says whether the sandbox has a headless browser (GET
-	// …/browser).
-	Browser bool `json:"browser"`
-}
-
-// SandboxState is the answer to GET /v1/sandboxes/{id}: the sandbox, its
-// state and what it uses now.
-type SandboxState struct {
-	Sandbox
-	// State is "running" (an ended sandbox is gone: 404).
-	State string             `json:"state"`
-	Usage agentsandbox.Usage `json:"usage"`
-}
-
-// WipeReport is the answer to DELETE /v1/sandboxes/{id}: the wipe removed
-// everything of the sandbox and verified it (a wipe that could not is a 500
-// wipe_unverified listing what is left).
-type WipeReport struct {
-	Verified   bool    `json:"verified"`
-	DurationMS float64 `json:"duration_ms"`
-}
-
-// SandboxList is the answer to GET /v1/sandboxes.
-type SandboxList struct {
-	Items []Sandbox `json:"items"`
-}
 
 // Limits of request fields.
 const (
@@ -102,8 +35,19 @@ func sandboxOf(in sandbox.Info) Sandbox {
 			TimeBoxMinutes: int(in.ExpiresAt.Sub(in.CreatedAt).Round(time.Minute) / time.Minute),
 		},
 		Egress:  egressView(in),
+		Secrets: secretsView(in.Secrets),
 		Browser: in.Browser,
+		Image:   in.Image, ImageDigest: in.ImageDigest,
+		State: stateOf(in),
 	}
+}
+
+// stateOf is a sandbox's state as the API names it.
+func stateOf(in sandbox.Info) string {
+	if in.Broken {
+		return "broken"
+	}
+	return "running"
 }
 
 // validateEnv checks the names and values of an env object; field names the
@@ -130,8 +74,8 @@ func validateEnv(field string, env map[string]string) error {
 
 // create handles POST /v1/sandboxes.
 func (s *Server) create(w http.ResponseWriter, r *http.Request) error {
-	var req CreateRequest
-	if err := s.decodeJSON(w, r, &req); err != nil {
+	var req CreateRequest // an empty body: every default
+	if err := s.decodeOptionalJSON(w, r, &req); err != nil {
 		return err
 	}
 	minutes := minTimeBoxMinutes
@@ -164,8 +108,20 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := checkSecrets(req.Secrets, req.Env, opts); err != nil {
+		return err
+	}
 	opts.TimeBox, opts.Limits, opts.Env, opts.Browser = time.Duration(minutes)*time.Minute, limits, req.Env, req.Browser.Set
-	info, err := s.cfg.Runtime.Create(r.Context(), opts)
+	opts.Secrets = req.Secrets
+	if req.Image != "" {
+		if req.Browser.Set {
+			return badRequest("a browser sandbox runs on the host's view: give `browser` or `image`, not both")
+		}
+		if opts.Image, err = s.acquireImage(r.Context(), req.Image); err != nil {
+			return err
+		}
+	}
+	info, err := s.cfg.Runtime.Create(r.Context(), opts) // it releases opts.Image, whatever happens
 	if err != nil {
 		return fmt.Errorf("create sandbox: %w", err)
 	}
@@ -184,6 +140,12 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	addLog(r.Context(), slog.String("created", info.ID), slog.String("egress", egressView(info).Mode))
+	if len(info.Secrets) > 0 {
+		addLog(r.Context(), slog.Any("secrets", slices.Sorted(maps.Keys(info.Secrets))))
+	}
+	if info.ImageDigest != "" {
+		addLog(r.Context(), slog.String("image", info.Image), slog.String("image_digest", info.ImageDigest))
+	}
 	writeJSON(w, http.StatusCreated, sandboxOf(info))
 	return nil
 }
@@ -213,35 +175,57 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fmt.Errorf("usage: %w", err)
 	}
-	writeJSON(w, http.StatusOK, SandboxState{Sandbox: sandboxOf(info), State: "running", Usage: u})
+	writeJSON(w, http.StatusOK, SandboxState{Sandbox: sandboxOf(info), Usage: u})
 	return nil
 }
 
-// patch handles PATCH /v1/sandboxes/{id}: a new time box.
+// patch handles PATCH /v1/sandboxes/{id}: a new time box, secrets added
+// or rotated, or both (the secrets first: a refused secret changes
+// nothing).
 func (s *Server) patch(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
 	var req PatchRequest
 	if err := s.decodeJSON(w, r, &req); err != nil {
 		return err
 	}
-	if req.TimeBoxMinutes == nil {
-		return badRequest("give time_box_minutes, the sandbox's new time box from its start (%d to %d)", minTimeBoxMinutes, maxTimeBoxMinutes)
+	if req.TimeBoxMinutes == nil && len(req.Secrets) == 0 {
+		return badRequest("give time_box_minutes, the sandbox's new time box from its start (%d to %d), or secrets to add or rotate", minTimeBoxMinutes, maxTimeBoxMinutes)
 	}
-	minutes := *req.TimeBoxMinutes
-	if minutes < minTimeBoxMinutes || minutes > maxTimeBoxMinutes {
-		return badRequest("time_box_minutes is %d; give %d to %d (counted from the sandbox's start)", minutes, minTimeBoxMinutes, maxTimeBoxMinutes)
+	minutes := 0
+	if req.TimeBoxMinutes != nil {
+		minutes = *req.TimeBoxMinutes
+		if minutes < minTimeBoxMinutes || minutes > maxTimeBoxMinutes {
+			return badRequest("time_box_minutes is %d; give %d to %d (counted from the sandbox's start)", minutes, minTimeBoxMinutes, maxTimeBoxMinutes)
+		}
 	}
-	info, err := s.cfg.Runtime.Extend(id, time.Duration(minutes)*time.Minute)
-	switch {
-	case errors.Is(err, sandbox.ErrNotFound):
+	info, ok := s.info(id)
+	if !ok {
 		return errSandboxNotFound(id)
-	case errors.Is(err, sandbox.ErrInvalid):
-		return badRequest("time_box_minutes is %d, but the sandbox has run longer than that; give a longer time box", minutes)
-	case err != nil:
-		return fmt.Errorf("extend: %w", err)
 	}
-	addLog(r.Context(), slog.Int("time_box_minutes", minutes))
-	writeJSON(w, http.StatusOK, sandboxOf(info))
+	var placeholders map[string]string
+	if len(req.Secrets) > 0 {
+		var err error
+		if info, placeholders, err = s.patchSecrets(info, req.Secrets); err != nil {
+			return err
+		}
+		addLog(r.Context(), slog.Any("secrets", slices.Sorted(maps.Keys(req.Secrets))))
+	}
+	if req.TimeBoxMinutes != nil {
+		var err error
+		info, err = s.cfg.Runtime.Extend(id, time.Duration(minutes)*time.Minute)
+		switch {
+		case errors.Is(err, sandbox.ErrNotFound):
+			return errSandboxNotFound(id)
+		case errors.Is(err, sandbox.ErrInvalid):
+			return badRequest("time_box_minutes is %d, but the sandbox has run longer than that; give a longer time box", minutes)
+		case err != nil:
+			return fmt.Errorf("extend: %w", err)
+		}
+		addLog(r.Context(), slog.Int("time_box_minutes", minutes))
+	}
+	out := sandboxOf(info)
+	out.SecretPlaceholders = placeholders
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -274,6 +258,11 @@ func (s *Server) status(w http.ResponseWriter, _ *http.Request) error {
 	if s.cfg.Status != nil {
 		st = s.cfg.Status()
 	}
+	if st.SelfTest != nil && st.SelfTest.NotRun == nil {
+		sum := *st.SelfTest
+		sum.NotRun = []string{}
+		st.SelfTest = &sum
+	}
 	st.Capacity, st.Active = s.cfg.Runtime.Capacity(), s.cfg.Runtime.Active()
 	writeJSON(w, http.StatusOK, st)
 	return nil
@@ -288,6 +277,9 @@ func (s *Server) selfTest(w http.ResponseWriter, r *http.Request) error {
 	sum, err := s.cfg.RunSelfTest(r.Context())
 	if err != nil {
 		return fmt.Errorf("run self-test: %w", err)
+	}
+	if sum.NotRun == nil {
+		sum.NotRun = []string{}
 	}
 	addLog(r.Context(), slog.Bool("passed", sum.Passed))
 	writeJSON(w, http.StatusOK, sum)

@@ -3,8 +3,10 @@
 // usage, extend its time box, run commands in it (their output streamed as
 // NDJSON events as it arrives, or in the background with their output kept,
 // signalled, fed stdin, attached over a WebSocket with a terminal), put and
-// get workspace files, delete (a verified wipe), list, status and an
-// on-demand self-test.
+// get workspace files, reach what it serves on its own ports (HTTP and
+// WebSocket, see ports.go), delete (a verified wipe), list, status and an
+// on-demand self-test; and, on a listener of their own (PreviewHandler),
+// signed preview URLs of the sandboxes' ports for a person's browser.
 //
 // Every route needs the worker's bearer token (compared in constant time);
 // errors are JSON `{"error":{"code","message"}}` saying what to fix. The API
@@ -18,6 +20,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -45,7 +48,9 @@ type Runtime interface {
 	Active() int
 	Usage(id string) (agentsandbox.Usage, error)
 	Extend(id string, total time.Duration) (sandbox.Info, error)
+	UpdateSecrets(id string, secrets map[string]agentsandbox.Secret) (sandbox.Info, map[string]string, error)
 	Processes
+	Ports
 }
 
 // Processes is what the API needs of a runtime for the commands of a
@@ -60,37 +65,6 @@ type Processes interface {
 	Attach(ctx context.Context, id string, pid int) (*sandbox.Attachment, error)
 	StartBrowser(ctx context.Context, id string) (sandbox.Process, error)
 	Browser(ctx context.Context, id string) (*sandbox.BrowserConn, error)
-}
-
-// SelfTestSummary is the outcome of one self-test run as the API shows it.
-type SelfTestSummary struct {
-	// Passed is true only when every check passed.
-	Passed bool `json:"passed"`
-	// Checks maps each check that ran to whether it passed; a check that
-	// could not run is absent, and listed in NotRun.
-	Checks map[string]bool `json:"checks"`
-	// NotRun lists the checks that could not run.
-	NotRun []string `json:"not_run,omitempty"`
-	// Reasons say, for a person, why each failing check failed.
-	Reasons   []string  `json:"reasons"`
-	CheckedAt time.Time `json:"checked_at"`
-}
-
-// Status is what GET /v1/status answers.
-type Status struct {
-	// Capacity is the worker's number of sandbox slots.
-	Capacity int `json:"capacity"`
-	// Active is the number of slots in use (running sandboxes, sandboxes
-	// being wiped, and slots kept out of use by an unverified wipe).
-	Active int `json:"active"`
-	// SelfTest is the last self-test, nil before the first one finished.
-	SelfTest *SelfTestSummary `json:"self_test"`
-	// Pooled is how many free slots hold a sandbox started ahead, ready for
-	// the next create.
-	Pooled int `json:"pooled"`
-	// SlotsOutOfUse says, per slot kept out of use because its wipe could
-	// not be verified, why; the worker is not ready while any is.
-	SlotsOutOfUse []string `json:"slots_out_of_use,omitempty"`
 }
 
 // Defaults of Config.
@@ -148,6 +122,16 @@ type Config struct {
 	// WriteTimeout bounds each write of a response to the client (default
 	// 30 s); an exec whose client stops reading that long is ended.
 	WriteTimeout time.Duration
+	// MCP, when set, serves the Model Context Protocol at /v1/mcp (behind
+	// the same token; mcpserver.Server.Handler); nil answers 404 no_route
+	// there.
+	MCP http.Handler
+	// Ports bounds the forwarding to the sandboxes' own ports and
+	// configures previews (see ports.go).
+	Ports PortsConfig
+	// Images is the worker's image store; nil: images are off (a create
+	// with one, and the /v1/images routes, are refused).
+	Images Images
 }
 
 // Server serves the worker API. Make it with New.
@@ -155,6 +139,7 @@ type Server struct {
 	cfg       Config
 	tokenHash [sha256.Size]byte
 	mux       *http.ServeMux
+	ports     *portForwarder
 }
 
 // route is one registered endpoint; the OpenAPI test checks the document
@@ -184,7 +169,28 @@ var routes = []route{
 	{http.MethodDelete, "/v1/sandboxes/{id}/files/{path...}", (*Server).deleteFile},
 	{http.MethodGet, "/v1/sandboxes/{id}/archive/{path...}", (*Server).getArchive},
 	{http.MethodPut, "/v1/sandboxes/{id}/archive/{path...}", (*Server).putArchive},
+	// The workspace's own, without the trailing slash (else the mux would
+	// answer a bare redirect to it): an empty path.
+	{http.MethodPut, "/v1/sandboxes/{id}/files", (*Server).putFile},
+	{http.MethodGet, "/v1/sandboxes/{id}/files", (*Server).getFile},
+	{http.MethodDelete, "/v1/sandboxes/{id}/files", (*Server).deleteFile},
+	{http.MethodGet, "/v1/sandboxes/{id}/archive", (*Server).getArchive},
+	{http.MethodPut, "/v1/sandboxes/{id}/archive", (*Server).putArchive},
+	{http.MethodPost, previewRoute, (*Server).previewCreate},
+	{http.MethodGet, portRoute, (*Server).portForward},
+	{http.MethodHead, portRoute, (*Server).portForward},
+	{http.MethodPost, portRoute, (*Server).portForward},
+	{http.MethodPut, portRoute, (*Server).portForward},
+	{http.MethodPatch, portRoute, (*Server).portForward},
+	{http.MethodDelete, portRoute, (*Server).portForward},
+	{http.MethodOptions, portRoute, (*Server).portForward},
+	{http.MethodPost, "/v1/images", (*Server).pullImage},
+	{http.MethodGet, "/v1/images", (*Server).listImages},
+	{http.MethodDelete, "/v1/images/{digest}", (*Server).deleteImage},
 	{http.MethodGet, "/v1/status", (*Server).status},
+	{http.MethodPost, "/v1/mcp", (*Server).mcp},
+	{http.MethodGet, "/v1/mcp", (*Server).mcp},
+	{http.MethodDelete, "/v1/mcp", (*Server).mcp},
 	{http.MethodPost, "/v1/selftest", (*Server).selfTest},
 }
 
@@ -216,7 +222,11 @@ func New(cfg Config) (*Server, error) {
 	if cfg.BrowserMaxMessage <= 0 || cfg.BrowserMaxMessage > control.MaxBrowserMessage {
 		cfg.BrowserMaxMessage = control.MaxBrowserMessage
 	}
-	s := &Server{cfg: cfg, tokenHash: sha256.Sum256([]byte(cfg.Token)), mux: http.NewServeMux()}
+	ports, err := newPortForwarder(cfg.Ports, cfg.Runtime, cfg.WriteTimeout)
+	if err != nil {
+		return nil, fmt.Errorf("new worker api: %w", err)
+	}
+	s := &Server{cfg: cfg, tokenHash: sha256.Sum256([]byte(cfg.Token)), mux: http.NewServeMux(), ports: ports}
 	for _, rt := range routes {
 		s.mux.Handle(rt.method+" "+rt.path, s.endpoint(rt.handler))
 	}
@@ -225,6 +235,9 @@ func New(cfg Config) (*Server, error) {
 		allowed[rt.path] = append(allowed[rt.path], rt.method)
 	}
 	for p, methods := range allowed {
+		if p == previewRoute { // the port route takes its other methods
+			continue
+		}
 		s.mux.Handle(p, methodNotAllowed(methods))
 	}
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
@@ -309,4 +322,14 @@ func (s *Server) endpoint(h func(*Server, http.ResponseWriter, *http.Request) er
 		}
 		writeError(w, apiErr)
 	})
+}
+
+// mcp hands /v1/mcp to Config.MCP, the Streamable HTTP transport of the MCP
+// server.
+func (s *Server) mcp(w http.ResponseWriter, r *http.Request) error {
+	if s.cfg.MCP == nil {
+		return &Error{Status: statusOf(CodeNoRoute), Code: CodeNoRoute, Message: "this worker serves no MCP endpoint"}
+	}
+	s.cfg.MCP.ServeHTTP(w, r)
+	return nil
 }

@@ -78,7 +78,11 @@ func (ts *testServer) do(tb testing.TB, method, path, body string, hdr map[strin
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}
-	resp, err := ts.srv.Client().Do(req)
+	// As the API's clients do, never follow a redirect: the API makes
+	// none, and one would show here.
+	hc := *ts.srv.Client()
+	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	resp, err := hc.Do(req)
 	if err != nil {
 		tb.Fatalf("%s %s: %v", method, path, err)
 	}
@@ -142,7 +146,7 @@ func TestCreateLimits(t *testing.T) {
 			wantErr: "limits.pids is 8; give 16 to 64 (this worker's bounds)"},
 		{name: "ErrNegative", body: `{"limits":{"disk_mb":-1}}`,
 			wantErr: "limits.disk_mb is -1; give 1 to 512 (this worker's bounds)"},
-		{name: "ErrUnknownLimit", body: `{"limits":{"gpus":1}}`, wantErr: `unknown field "gpus"; see docs/openapi.yaml`},
+		{name: "ErrUnknownLimit", body: `{"limits":{"gpus":1}}`, wantErr: `unknown field "limits.gpus"; see docs/openapi.yaml`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fake := apitest.NewFake(1)
@@ -261,6 +265,28 @@ type unlimited struct{ *apitest.Fake }
 
 func (unlimited) Create(context.Context, sandbox.Options) (sandbox.Info, error) {
 	return sandbox.Info{}, fmt.Errorf("create sandbox: %w: the cgroup controllers memory are not delegated to the worker's cgroup /system.slice/x.service: add Delegate=yes", sandbox.ErrLimits)
+}
+
+// unfit is a runtime on a host that cannot run sandboxes (a container
+// without CAP_SYS_ADMIN), as sandbox.Runtime's Create says then.
+type unfit struct{ *apitest.Fake }
+
+func (unfit) Create(context.Context, sandbox.Options) (sandbox.Info, error) {
+	return sandbox.Info{}, fmt.Errorf("create sandbox: %w: the worker lacks CAP_SYS_ADMIN (…): add it to its container", sandbox.ErrHost)
+}
+
+func TestCreateOnAnUnfitHost(t *testing.T) {
+	s, err := New(Config{Runtime: unfit{apitest.NewFake(1)}, Token: testToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	a := (&testServer{srv: srv}).do(t, "POST", "/v1/sandboxes", `{}`, nil)
+	want := Error{Code: CodeHostUnsupported, Message: "this host cannot run sandboxes, so the worker starts none: the worker lacks CAP_SYS_ADMIN (…): add it to its container"}
+	if diff := cmp.Diff(want, a.errBody(t), cmpopts.IgnoreFields(Error{}, "Status")); a.status != 503 || diff != "" {
+		t.Fatalf("create: %d, want 503 (-want +got):\n%s", a.status, diff)
+	}
 }
 
 func TestCreateWithoutLimits(t *testing.T) {

@@ -36,6 +36,7 @@ type Fake struct {
 	next    int
 	boxes   map[string]*box
 	created []sandbox.Options
+	ports   map[string]string // "ID PORT" -> the address DialPort connects to
 }
 
 type box struct {
@@ -63,6 +64,15 @@ func (f *Fake) Create(_ context.Context, opts sandbox.Options) (sandbox.Info, er
 	}
 	info := sandbox.Info{ID: fmt.Sprintf("sb-%d", f.next), Slot: f.next, CreatedAt: now, ExpiresAt: now.Add(tb),
 		Limits: opts.Limits.WithDefaults(), Egress: opts.Egress, EgressPolicy: opts.EgressPolicy, Browser: opts.Browser}
+	if opts.Image != nil {
+		info.Image, info.ImageDigest = opts.Image.Ref, opts.Image.Digest
+	}
+	for name, s := range opts.Secrets {
+		if info.Secrets == nil {
+			info.Secrets = map[string][]string{}
+		}
+		info.Secrets[name] = slices.Clone(s.Hosts)
+	}
 	f.boxes[info.ID] = &box{info: info, files: map[string][]byte{}}
 	f.created = append(f.created, opts)
 	return info, nil
@@ -221,6 +231,27 @@ func (f *Fake) Extend(id string, total time.Duration) (sandbox.Info, error) {
 		return b.info, nil
 	}
 	return sandbox.Info{}, fmt.Errorf("extend: over: %w", sandbox.ErrInvalid)
+}
+
+// UpdateSecrets records secrets' names and hosts in the sandbox's Info and
+// answers a placeholder per name ("agentsandbox-secret-" and the name in
+// lower case): the fake brokers nothing (see sandbox.Runtime's).
+func (f *Fake) UpdateSecrets(id string, secrets map[string]agentsandbox.Secret) (sandbox.Info, map[string]string, error) {
+	b, err := f.get(id)
+	if err != nil {
+		return sandbox.Info{}, nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if b.info.Secrets == nil {
+		b.info.Secrets = map[string][]string{}
+	}
+	ph := map[string]string{}
+	for k, s := range secrets {
+		b.info.Secrets[k] = s.Hosts
+		ph[k] = agentsandbox.SecretPlaceholderPrefix + strings.ToLower(k)
+	}
+	return b.info, ph, nil
 }
 
 // errNoProcesses is the answer of every process method: the fake keeps no
