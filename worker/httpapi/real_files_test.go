@@ -5,6 +5,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/md5"
 	"errors"
 	"fmt"
 	"io"
@@ -177,6 +178,44 @@ func TestRealFileRoutes(t *testing.T) {
 		if d := cmp.Diff(want, rf.sh(t, fmt.Sprintf(listing, "elsewhere/copy"))); d != "" {
 			t.Fatalf("the copy differs (-want +got):\n%s", d)
 		}
+	})
+	t.Run("DownloadHasLength", func(t *testing.T) {
+		rf.sh(t, "head -c 3000000 /dev/urandom > big.bin && : > empty.bin")
+		for _, tc := range []struct {
+			path string
+			size int64
+		}{{"big.bin", 3000000}, {"empty.bin", 0}} {
+			req, err := http.NewRequestWithContext(ctx, "GET", rf.url+"/v1/sandboxes/"+rf.id+"/files/"+tc.path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Authorization", "Bearer "+testToken)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			type answer struct {
+				Status        int
+				ContentLength int64
+				Chunked       bool
+				Bytes         int64
+				Type          string
+			}
+			got := answer{resp.StatusCode, resp.ContentLength, len(resp.TransferEncoding) > 0, int64(len(body)), resp.Header.Get("Content-Type")}
+			if want := (answer{200, tc.size, false, tc.size, "application/octet-stream"}); err != nil || got != want {
+				t.Errorf("GET %s: %+v %v, want %+v", tc.path, got, err, want)
+			}
+		}
+		var buf bytes.Buffer
+		if err := files.Get(ctx, "big.bin", &buf); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := fmt.Sprintf("%x  -\n", md5.Sum(buf.Bytes())), rf.sh(t, "md5sum < big.bin"); got != want {
+			t.Errorf("the download's md5 %q, the file's %q", got, want)
+		}
+		rf.sh(t, "rm big.bin empty.bin")
 	})
 	t.Run("RemoveRecursive", func(t *testing.T) {
 		if err := files.Remove(ctx, "elsewhere", true); err != nil {
