@@ -2,7 +2,9 @@
 # loadtest.sh: a real worker under load, through the Go client
 # (scripts/loadtest). Root, loopback only: it starts its own worker on
 # 127.0.0.1:0 with a state dir on a tmpfs of its own (as /run is on a
-# systemd host) and a cgroup parent of its own.
+# systemd host), a cgroup parent of its own and --overcommit (N sandboxes at
+# the default caps may add up to more than a small host has; the load never
+# comes near them).
 #
 #   scripts/loadtest.sh [load] [DURATION] [N]...   (default: load 20s 1 10 50)
 #       For each N, a worker of capacity N (its pool the default, the
@@ -60,11 +62,11 @@ start_worker() {
 	[[ -n "${PPROF:-}" ]] && extra+=(--metrics-listen 127.0.0.1:0 --pprof)
 	rm -f "$tmp/addr"
 	"$tmp/bin/codes-sandbox" serve --listen 127.0.0.1:0 --addr-file "$tmp/addr" --api-token-file "$tmp/token" \
-		--capacity "$capacity" --state-dir "$state" --cgroup-parent "$parent" --browser off \
+		--capacity "$capacity" --state-dir "$state" --cgroup-parent "$parent" --browser off --overcommit \
 		"${extra[@]}" "$@" 2>"$tmp/worker.log" &
 	pid=$!
 	local t0=$SECONDS
-	for _ in $(seq 3000); do [[ -s "$tmp/addr" ]] && break; sleep 0.1; done
+	for _ in $(seq 3000); do [[ -s "$tmp/addr" ]] && break; kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
 	[[ -s "$tmp/addr" ]] || { tail "$tmp/worker.log" >&2; exit 1; }
 	api=http://$(cat "$tmp/addr")
 	echo "  the worker (capacity $capacity${POOL:+, pool $POOL}) answered after $((SECONDS - t0)) s"
