@@ -62,29 +62,7 @@ type server struct {
 // for its "listening" log line. The process is killed when tb ends.
 func startServer(tb testing.TB, args ...string) *server {
 	tb.Helper()
-	s := &server{done: make(chan struct{})}
-	s.cmd = exec.Command(binary, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
-	stderr, err := s.cmd.StderrPipe()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := s.cmd.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	addr := make(chan string, 1)
-	go s.readLog(stderr, addr)
-	tb.Cleanup(func() {
-		_ = s.cmd.Process.Kill()
-		<-s.done
-	})
-	select {
-	case s.addr = <-addr:
-	case <-s.done:
-		tb.Fatalf("ovlive serve exited (%v) before listening:\n%s", s.err, s.logText())
-	case <-time.After(2 * time.Minute):
-		tb.Fatalf("ovlive serve did not log its address:\n%s", s.logText())
-	}
-	return s
+	return startServerCmd(tb, exec.Command(binary, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...))
 }
 
 // readLog keeps the server's log, sends the address of its "listening"
