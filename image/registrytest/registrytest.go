@@ -7,15 +7,9 @@ package registrytest
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -216,37 +210,19 @@ func (r *Registry) PushIndex(tb testing.TB, repoTag string, idx v1.ImageIndex) v
 	return d
 }
 
-// writeCert writes a self-signed certificate for host into dir.
+// writeCert writes a self-signed certificate for host (and loopback) into
+// dir and returns its files and a pool that trusts it.
 func writeCert(tb testing.TB, dir, host string) (certFile, keyFile string, pool *x509.CertPool) {
 	tb.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	certFile, keyFile = testenv.WriteCertificate(tb, dir, 1, host)
+	certPEM, err := os.ReadFile(certFile)
 	if err != nil {
-		tb.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: host},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		DNSNames: []string{host}, IsCA: true, BasicConstraintsValid: true,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	if err := os.WriteFile(certFile, certPEM, 0o600); err != nil {
-		tb.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
 		tb.Fatal(err)
 	}
 	pool = x509.NewCertPool()
-	pool.AppendCertsFromPEM(certPEM)
+	if !pool.AppendCertsFromPEM(certPEM) {
+		tb.Fatalf("no certificate in %s", certFile)
+	}
 	return certFile, keyFile, pool
 }
 

@@ -15,11 +15,11 @@ import (
 	"time"
 )
 
-// WriteCertificate writes a self-signed server certificate for 127.0.0.1
-// and localhost to dir/cert.pem and its key to dir/key.pem (replacing them),
-// with serial as its serial number and valid for serial hours, so a test
-// can tell certificates apart. It returns the two paths.
-func WriteCertificate(tb testing.TB, dir string, serial int64) (certFile, keyFile string) {
+// WriteCertificate writes a self-signed server certificate for 127.0.0.1,
+// ::1, localhost and dnsNames to dir/cert.pem and its key to dir/key.pem
+// (replacing them), with serial as its serial number and valid for serial
+// hours, so a test can tell certificates apart. It returns the two paths.
+func WriteCertificate(tb testing.TB, dir string, serial int64, dnsNames ...string) (certFile, keyFile string) {
 	tb.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -28,7 +28,7 @@ func WriteCertificate(tb testing.TB, dir string, serial int64) (certFile, keyFil
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "agentsandbox test"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Duration(serial) * time.Hour),
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}, DNSNames: []string{"localhost"},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}, DNSNames: append([]string{"localhost"}, dnsNames...),
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
 		BasicConstraintsValid: true, IsCA: true,
 	}
